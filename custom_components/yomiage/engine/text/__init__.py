@@ -1,0 +1,1 @@
+"""Text front end: normalisation, sentence splitting and OpenJTalk reading (SBV2 JP-Extra)."""

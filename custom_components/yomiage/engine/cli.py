@@ -1,0 +1,166 @@
+"""The ``yomiage`` command: list voices, speak text into a WAV file, show readings.
+
+Exit status 0 on success, 2 with a one-line message on bad input (never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import wave
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import YomiageError
+from .options import SynthesisOptions
+from .results import AudioChunk
+
+EXIT_BAD_INPUT = 2
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except YomiageError as err:
+        print(f"yomiage: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="yomiage", description="Japanese text-to-speech (SBV2 JP-Extra)."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    voices = commands.add_parser("voices", help="list the speakers and styles of a bundle")
+    _add_engine_arguments(voices)
+    voices.set_defaults(handler=_voices)
+
+    say = commands.add_parser("say", help="speak TEXT into a WAV file")
+    say.add_argument("text", help="Japanese text ('-' reads standard input)")
+    say.add_argument("-o", "--output", type=Path, required=True, help="WAV file to write")
+    say.add_argument("--voice", help="speaker/style (default: the bundle's first)")
+    for name, default in _SYNTHESIS_FLAGS.items():
+        say.add_argument(f"--{name.replace('_', '-')}", dest=name, type=float, default=default)
+    say.add_argument(
+        "--stream", action="store_true", help="write each sentence as soon as it is ready"
+    )
+    say.add_argument("--json", action="store_true", help="print a JSON summary")
+    _add_engine_arguments(say)
+    say.set_defaults(handler=_say)
+
+    read = commands.add_parser("read", help="print the reading (katakana), one sentence a line")
+    read.add_argument("text")
+    read.set_defaults(handler=_read)
+    return parser
+
+
+_SYNTHESIS_FLAGS: dict[str, float] = {
+    name: value
+    for name, value in SynthesisOptions().as_dict().items()
+    if name != "voice" and isinstance(value, float)
+}
+
+
+def _add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bundle", type=Path, required=True, help="voice bundle folder")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument(
+        "--threads", type=int, default=None, help="intra-op threads (default: cores)"
+    )
+
+
+def _engine(args: argparse.Namespace) -> Any:
+    from .engine import Engine  # heavy imports only for the commands that need a model
+
+    return Engine(args.bundle, device=args.device, threads=args.threads)
+
+
+def _voices(args: argparse.Namespace) -> int:
+    engine = _engine(args)
+    for speaker, styles in engine.voices.items():
+        for style in styles:
+            print(f"{speaker}/{style}")
+    return 0
+
+
+def _say(args: argparse.Namespace) -> int:
+    text = sys.stdin.read() if args.text == "-" else args.text
+    options = SynthesisOptions(
+        voice=args.voice, **{name: getattr(args, name) for name in _SYNTHESIS_FLAGS}
+    )
+    engine = _engine(args)
+    started = time.perf_counter()
+    chunks = engine.stream(text, options)
+    first_audio_s, written = _write_wav(args.output, engine.sample_rate, chunks, started)
+    if args.json:
+        print(
+            json.dumps(
+                _summary(written, first_audio_s, time.perf_counter() - started),
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
+    return 0
+
+
+def _write_wav(
+    path: Path, sample_rate: int, chunks: Any, started: float
+) -> tuple[float | None, list[AudioChunk]]:
+    """Write chunks as they come (the file grows sentence by sentence); returns first-audio time."""
+    first_audio_s: float | None = None
+    written: list[AudioChunk] = []
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(sample_rate)
+        for chunk in chunks:
+            if first_audio_s is None:
+                first_audio_s = time.perf_counter() - started
+            wav.writeframes(chunk.pcm.astype("<i2").tobytes())
+            written.append(chunk)
+    return first_audio_s, written
+
+
+def _summary(
+    chunks: list[AudioChunk], first_audio_s: float | None, total_s: float
+) -> dict[str, Any]:
+    audio_s = sum(c.audio_s for c in chunks)
+    return {
+        "sentences": [
+            {
+                "text": c.text,
+                "pause_before_s": round(c.pause_before_s, 3),
+                "audio_s": round(c.audio_s - c.pause_before_s, 3),
+                "compute_s": round(c.compute_s, 3),
+            }
+            for c in chunks
+        ],
+        "audio_s": round(audio_s, 3),
+        "compute_s": round(total_s, 3),
+        "first_audio_s": None if first_audio_s is None else round(first_audio_s, 3),
+        "speed_factor": round(audio_s / total_s, 3) if total_s > 0 else None,
+    }
+
+
+def _read(args: argparse.Namespace) -> int:
+    from .text.frontend import Frontend
+
+    for line in Frontend().reading(args.text):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""The engine: text in, 16-bit speech out, one sentence at a time with natural pauses.
+
+One BERT session serves every speaker; synthesizer sessions are created per speaker on first use.
+Model runs are serialised by one lock (each run already uses every core), so concurrent requests
+take turns sentence by sentence and never mix audio.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from . import audio
+from .bert import BertFeaturizer, join_char_features, spread_over_phones
+from .bundle import Bundle
+from .errors import InvalidTextError, UnknownVoiceError, YomiageError
+from .options import SynthesisOptions
+from .pauses import MIN_PAUSE_S, boundary_pauses, trailing_pause
+from .results import AudioChunk, Synthesis
+from .runtime import SessionFactory, resolve_device
+from .text.frontend import Frontend, PhoneSequence
+from .voice import ModelInputs, Voice
+
+DEFAULT_MAX_CHARS = 5000
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A validated request: the voice to use and everything the graphs need."""
+
+    voice: Voice
+    style_vector: NDArray[np.float32]
+    inputs: ModelInputs
+    pause_scale: float
+
+
+class Engine:
+    def __init__(
+        self,
+        bundle_root: str | Path,
+        device: str = "auto",
+        threads: int | None = None,
+        max_chars: int = DEFAULT_MAX_CHARS,
+    ) -> None:
+        self.bundle = Bundle.open(bundle_root)
+        self.device = resolve_device(device)
+        self.max_chars = max_chars
+        self._sessions = SessionFactory(device=self.device, threads=threads)
+        self._frontend = Frontend()
+        self._bert = BertFeaturizer(self._bert_graph(), self.bundle.tokenizer_dir, self._sessions)
+        self._voices = {
+            name: Voice(files, self._sessions) for name, files in self.bundle.speakers.items()
+        }
+        self._model_lock = threading.Lock()
+        self._closed = False
+        self.recent: deque[dict[str, Any]] = deque(maxlen=20)
+
+    # -- what the bundle offers ---------------------------------------------------------------
+    @property
+    def voices(self) -> dict[str, list[str]]:
+        return {name: list(voice.styles) for name, voice in self._voices.items()}
+
+    @property
+    def default_voice(self) -> str:
+        name, voice = next(iter(self._voices.items()))
+        return f"{name}/{voice.styles[0]}"
+
+    @property
+    def sample_rate(self) -> int:
+        return self.bundle.sample_rate
+
+    @property
+    def threads(self) -> int:
+        return self._sessions.intra_op_threads
+
+    def load_all(self) -> None:
+        """Create every session now: validates graphs (config flow) and avoids first-use latency."""
+        for voice in self._voices.values():
+            with self._model_lock:
+                voice.load()
+
+    # -- synthesis -------------------------------------------------------------------------------
+    def synthesize(self, text: str, options: SynthesisOptions | None = None) -> Synthesis:
+        chunks = list(self.stream(text, options))
+        synthesis = Synthesis.from_chunks(chunks, self.sample_rate)
+        self.recent.append(
+            {
+                "sentences": len(chunks),
+                "audio_s": round(synthesis.audio_s, 3),
+                "compute_s": round(synthesis.compute_s, 3),
+            }
+        )
+        return synthesis
+
+    def stream(self, text: str, options: SynthesisOptions | None = None) -> Iterator[AudioChunk]:
+        """One chunk per sentence, yielded as soon as it is ready. Validates before returning."""
+        request = self._request(options)
+        sequences = self._analyse(self._checked_text(text))
+        return self._stream(sequences, request)
+
+    def stream_sentences(
+        self, sentences: Iterable[str], options: SynthesisOptions | None = None
+    ) -> Iterator[AudioChunk]:
+        """Like ``stream`` for text that arrives sentence by sentence (an LLM reply being written).
+
+        Each sentence's pause comes from the duration predictor over that sentence alone.
+        Pieces with nothing speakable are skipped; input with nothing speakable at all raises
+        InvalidTextError.
+        """
+        request = self._request(options)
+        return self._stream_arriving(sentences, request)
+
+    def reading(self, text: str) -> list[str]:
+        """Katakana reading, one entry per sentence."""
+        return self._frontend.reading(self._checked_text(text))
+
+    def close(self) -> None:
+        """Release every ONNX session; the engine cannot be used afterwards."""
+        with self._model_lock:
+            self._closed = True
+            for voice in self._voices.values():
+                voice.close()
+            self._bert.close()
+
+    # -- internals -------------------------------------------------------------------------------
+    def _bert_graph(self) -> Path:
+        if self.device == "cuda" and self.bundle.bert_fp32 is not None:
+            return self.bundle.bert_fp32  # dynamic INT8 does not run on the CUDA provider
+        return self.bundle.bert_q8
+
+    def _checked_text(self, text: str) -> str:
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidTextError("text is empty")
+        if len(text) > self.max_chars:
+            raise InvalidTextError(
+                f"text has {len(text)} characters; the limit is {self.max_chars}"
+            )
+        return text
+
+    def _analyse(self, text: str) -> list[PhoneSequence]:
+        sentences = self._frontend.split(text)
+        if not sentences:
+            raise InvalidTextError("text has nothing speakable in it")
+        return [self._frontend.analyse(sentence) for sentence in sentences]
+
+    def _request(self, options: SynthesisOptions | None) -> _Request:
+        if self._closed:
+            raise YomiageError("the engine has been closed")
+        options = (options or SynthesisOptions()).validated()
+        voice, style = self._voice(options.voice)
+        return _Request(
+            voice=voice,
+            style_vector=voice.style_vector(style, options.style_weight),
+            inputs=ModelInputs(
+                length_scale=1.0 / options.speed,
+                sdp_ratio=options.sdp_ratio,
+                noise_scale=options.noise,
+                noise_scale_w=options.noise_w,
+            ),
+            pause_scale=options.pause_scale,
+        )
+
+    def _voice(self, name: str | None) -> tuple[Voice, str]:
+        speaker, _, style = (name or self.default_voice).partition("/")
+        voice = self._voices.get(speaker)
+        if voice is None:
+            raise UnknownVoiceError(
+                f"unknown speaker {speaker!r}; speakers: {', '.join(self._voices)}"
+            )
+        return voice, style or voice.styles[0]
+
+    def _stream(self, sequences: list[PhoneSequence], request: _Request) -> Iterator[AudioChunk]:
+        started = time.perf_counter()
+        char_features = self._run(self._bert.char_features, [s.text for s in sequences])
+        pauses = self._pauses(sequences, char_features, request)
+        for sequence, features, pause in zip(sequences, char_features, pauses, strict=True):
+            yield self._chunk(sequence, features, pause, request, started)
+            started = time.perf_counter()
+
+    def _stream_arriving(self, pieces: Iterable[str], request: _Request) -> Iterator[AudioChunk]:
+        pause = 0.0
+        spoken = False
+        for piece in pieces:
+            if not piece.strip() or not self._frontend.is_speakable(piece):
+                continue
+            started = time.perf_counter()
+            sequences = self._analyse(self._checked_text(piece))
+            char_features = self._run(self._bert.char_features, [s.text for s in sequences])
+            for sequence, features in zip(sequences, char_features, strict=True):
+                yield self._chunk(sequence, features, pause if spoken else 0.0, request, started)
+                pause = self._own_trailing_pause(sequence, features, request)
+                spoken = True
+                started = time.perf_counter()
+        if not spoken:
+            raise InvalidTextError("text has nothing speakable in it")
+
+    def _chunk(
+        self,
+        sequence: PhoneSequence,
+        char_features: NDArray[np.float32],
+        pause_before: float,
+        request: _Request,
+        started: float,
+    ) -> AudioChunk:
+        bert = spread_over_phones(char_features, sequence.word2ph)
+        samples = self._run(
+            request.voice.synthesize, sequence, bert, request.style_vector, request.inputs
+        )
+        pcm = np.concatenate(
+            (audio.silence(pause_before, self.sample_rate), audio.to_pcm16(samples))
+        )
+        return AudioChunk(
+            pcm=pcm,
+            sample_rate=self.sample_rate,
+            text=sequence.text,
+            pause_before_s=pause_before,
+            compute_s=time.perf_counter() - started,
+        )
+
+    def _pauses(
+        self,
+        sequences: list[PhoneSequence],
+        char_features: list[NDArray[np.float32]],
+        request: _Request,
+    ) -> list[float]:
+        """Pause before each sentence, from one duration-predictor run over the whole text."""
+        if len(sequences) == 1:
+            return [0.0]
+        if not request.voice.has_duration_predictor:
+            return [0.0] + [MIN_PAUSE_S] * (len(sequences) - 1)
+        texts = [s.text for s in sequences]
+        whole = self._frontend.analyse("".join(texts))
+        whole_features = join_char_features(char_features)
+        if whole_features.shape[0] != whole.word2ph.shape[0]:  # reading differs from the sentences'
+            (whole_features,) = self._run(self._bert.char_features, [whole.text])
+        durations = self._durations(whole, whole_features, request)
+        assert durations is not None
+        return boundary_pauses(
+            texts,
+            durations,
+            whole.phones,
+            whole.word2ph,
+            self._seconds_per_frame(request),
+            request.pause_scale,
+        )
+
+    def _own_trailing_pause(
+        self, sequence: PhoneSequence, char_features: NDArray[np.float32], request: _Request
+    ) -> float:
+        durations = self._durations(sequence, char_features, request)
+        if durations is None:
+            return MIN_PAUSE_S
+        return trailing_pause(
+            sequence.text,
+            durations,
+            sequence.phones,
+            sequence.word2ph,
+            self._seconds_per_frame(request),
+            request.pause_scale,
+        )
+
+    def _durations(
+        self, sequence: PhoneSequence, char_features: NDArray[np.float32], request: _Request
+    ) -> NDArray[np.float32] | None:
+        bert = spread_over_phones(char_features, sequence.word2ph)
+        return self._run(
+            request.voice.durations, sequence, bert, request.style_vector, request.inputs
+        )
+
+    def _seconds_per_frame(self, request: _Request) -> float:
+        config = request.voice.files.config
+        return config.hop_length / config.sample_rate
+
+    def _run(self, function: Any, *args: Any) -> Any:
+        with self._model_lock:
+            if self._closed:
+                raise YomiageError("the engine has been closed")
+            return function(*args)

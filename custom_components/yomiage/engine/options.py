@@ -1,0 +1,51 @@
+"""Synthesis options as users see them, their limits, and their translation into model inputs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from .errors import InvalidOptionError
+
+# name -> (minimum, maximum), inclusive. One table for the engine, the CLI and the integration.
+OPTION_LIMITS: dict[str, tuple[float, float]] = {
+    "speed": (0.25, 4.0),
+    "style_weight": (0.0, 20.0),
+    "sdp_ratio": (0.0, 1.0),
+    "noise": (0.0, 2.0),
+    "noise_w": (0.0, 2.0),
+    "pause_scale": (0.0, 5.0),
+}
+
+
+@dataclass(frozen=True)
+class SynthesisOptions:
+    """``speed`` > 1 speaks faster (SBV2's length_scale is its inverse)."""
+
+    voice: str | None = None  # "speaker/style", "speaker" (its first style) or None (default voice)
+    speed: float = 1.0
+    style_weight: float = 1.0
+    sdp_ratio: float = 0.2
+    noise: float = 0.6
+    noise_w: float = 0.8
+    pause_scale: float = 1.0
+
+    def validated(self) -> SynthesisOptions:
+        for name, (low, high) in OPTION_LIMITS.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InvalidOptionError(f"{name} must be a number, not {value!r}")
+            if not math.isfinite(value) or not low <= value <= high:
+                raise InvalidOptionError(
+                    f"{name} must be between {low:g} and {high:g}, not {value!r}"
+                )
+        if self.voice is not None and not isinstance(self.voice, str):
+            raise InvalidOptionError(f"voice must be text like 'speaker/style', not {self.voice!r}")
+        return self
+
+    def with_changes(self, **changes: Any) -> SynthesisOptions:
+        return replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,87 @@
+"""The `yomiage` command: exit 0 with audio, exit 2 with one line on bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import wave
+from pathlib import Path
+
+import numpy as np
+
+from .common import SAMPLE_RATE, THREE_SENTENCES
+
+
+def _yomiage(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "yomiage_engine.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_say_writes_a_wav_with_two_pauses(tiny_bundle: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.wav"
+    result = _yomiage("say", THREE_SENTENCES, "--bundle", str(tiny_bundle), "-o", str(out),
+                      "--noise", "0", "--noise-w", "0", "--json", "--threads", "1")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    with wave.open(str(out)) as wav:
+        assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (SAMPLE_RATE, 1, 2)
+        samples = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
+    assert len(summary["sentences"]) == 3
+    pauses = [s["pause_before_s"] for s in summary["sentences"][1:]]
+    assert all(p >= 0.08 for p in pauses)
+    assert summary["audio_s"] == round(samples.size / SAMPLE_RATE, 3)
+    longest = _longest_zero_runs(samples, 2)
+    needed = [round(p * SAMPLE_RATE) for p in sorted(pauses)]
+    assert all(run >= need for run, need in zip(longest, needed, strict=True))
+
+
+def test_stream_flag_writes_the_same_audio(tiny_bundle: Path, tmp_path: Path) -> None:
+    common = ["--bundle", str(tiny_bundle), "--noise", "0", "--noise-w", "0", "--threads", "1"]
+    plain, streamed = tmp_path / "a.wav", tmp_path / "b.wav"
+    assert _yomiage("say", THREE_SENTENCES, "-o", str(plain), *common).returncode == 0
+    assert _yomiage("say", THREE_SENTENCES, "-o", str(streamed), "--stream", *common).returncode == 0
+    assert plain.read_bytes() == streamed.read_bytes()
+
+
+def test_voices_lists_speaker_style_pairs(tiny_bundle: Path) -> None:
+    result = _yomiage("voices", "--bundle", str(tiny_bundle))
+    assert result.returncode == 0
+    lines = result.stdout.split()
+    assert len(lines) >= 4 and all(line.count("/") == 1 for line in lines)
+
+
+def test_read_prints_katakana_per_sentence() -> None:
+    result = _yomiage("read", "今日は晴れ。明日は雨。")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2
+    assert all(re.fullmatch(r"[ァ-ヴー]+[.!?]?", line) for line in lines), lines
+    assert lines[1].startswith("アシタ")
+
+
+def test_bad_input_exits_2_with_one_line(tiny_bundle: Path, tmp_path: Path) -> None:
+    cases = [
+        ("say", "", "--bundle", str(tiny_bundle), "-o", str(tmp_path / "x.wav")),
+        ("say", "はい", "--bundle", str(tmp_path / "missing"), "-o", str(tmp_path / "x.wav")),
+        ("say", "はい", "--bundle", str(tiny_bundle), "--voice", "nobody", "-o", str(tmp_path / "x.wav")),
+        ("say", "はい", "--bundle", str(tiny_bundle), "--speed", "0", "-o", str(tmp_path / "x.wav")),
+    ]
+    for args in cases:
+        result = _yomiage(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+        assert result.stderr.startswith("yomiage: ")
+
+
+def _longest_zero_runs(samples: np.ndarray, count: int) -> list[int]:
+    padded = np.concatenate(([1], samples, [1])) != 0
+    edges = np.flatnonzero(np.diff(padded.astype(np.int8)))
+    runs = sorted((edges[1::2] - edges[::2]).tolist(), reverse=True)
+    return sorted(runs[:count])

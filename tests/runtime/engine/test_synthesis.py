@@ -1,0 +1,136 @@
+"""Synthesis on the tiny bundle: audio shape, sentence split, pauses, streaming, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from custom_components.yomiage.engine.bert import join_char_features, spread_over_phones
+from custom_components.yomiage.engine.engine import Engine
+from custom_components.yomiage.engine.pauses import MIN_PAUSE_S
+from custom_components.yomiage.engine.text.frontend import Frontend
+
+from .common import QUIET, SAMPLE_RATE, THREE_SENTENCES
+
+
+def test_voices_list_every_speaker_and_style(engine: Engine) -> None:
+    assert len(engine.voices) == 2
+    assert all(len(styles) >= 2 for styles in engine.voices.values())
+    speaker, style = engine.default_voice.split("/")
+    assert engine.voices[speaker][0] == style
+
+
+def test_synthesize_returns_int16_mono_at_bundle_rate(engine: Engine) -> None:
+    result = engine.synthesize("こんにちは。", QUIET)
+    assert engine.sample_rate == SAMPLE_RATE
+    assert result.audio.dtype == np.int16 and result.audio.ndim == 1
+    assert result.audio_s > 0.1
+    assert np.abs(result.audio).max() > 0
+
+
+def test_three_sentences_give_three_reports_and_two_pauses(engine: Engine) -> None:
+    result = engine.synthesize(THREE_SENTENCES, QUIET)
+    assert len(result.sentences) == 3
+    assert result.sentences[0].pause_before_s == 0.0
+    assert all(s.pause_before_s >= MIN_PAUSE_S for s in result.sentences[1:])
+
+
+def test_noise_off_is_deterministic(engine: Engine) -> None:
+    first = engine.synthesize(THREE_SENTENCES, QUIET).audio
+    second = engine.synthesize(THREE_SENTENCES, QUIET).audio
+    np.testing.assert_array_equal(first, second)
+
+
+def test_stream_chunks_joined_equal_synthesize(engine: Engine) -> None:
+    chunks = list(engine.stream(THREE_SENTENCES, QUIET))
+    whole = engine.synthesize(THREE_SENTENCES, QUIET)
+    assert len(chunks) == 3
+    np.testing.assert_array_equal(np.concatenate([c.pcm for c in chunks]), whole.audio)
+
+
+def test_silence_between_sentences_is_the_duration_predictor_pause(engine: Engine) -> None:
+    chunks = list(engine.stream(THREE_SENTENCES, QUIET))
+    expected = _pauses_from_duration_graph(engine, [c.text for c in chunks])
+    for chunk, pause in zip(chunks[1:], expected, strict=True):
+        assert chunk.pause_before_s == pytest.approx(max(MIN_PAUSE_S, pause), rel=1e-6)
+        samples = round(chunk.pause_before_s * SAMPLE_RATE)
+        assert not chunk.pcm[:samples].any(), "the pause must be digital silence"
+        assert chunk.pause_before_s >= MIN_PAUSE_S
+
+
+def test_pause_scale_lengthens_pauses(engine: Engine) -> None:
+    normal = engine.synthesize(THREE_SENTENCES, QUIET)
+    longer = engine.synthesize(THREE_SENTENCES, QUIET.with_changes(pause_scale=3.0))
+    for a, b in zip(normal.sentences[1:], longer.sentences[1:], strict=True):
+        assert b.pause_before_s >= a.pause_before_s
+    assert sum(s.pause_before_s for s in longer.sentences) > sum(
+        s.pause_before_s for s in normal.sentences
+    )
+
+
+def test_faster_speed_gives_shorter_audio(engine: Engine) -> None:
+    normal = engine.synthesize("明日の朝は七時に起きます。", QUIET)
+    fast = engine.synthesize("明日の朝は七時に起きます。", QUIET.with_changes(speed=2.0))
+    assert fast.audio_s < normal.audio_s * 0.75
+
+
+def test_styles_change_the_audio(engine: Engine) -> None:
+    speaker, styles = next(iter(engine.voices.items()))
+    a = engine.synthesize("こんにちは。", QUIET.with_changes(voice=f"{speaker}/{styles[0]}")).audio
+    b = engine.synthesize("こんにちは。", QUIET.with_changes(voice=f"{speaker}/{styles[1]}")).audio
+    assert a.shape != b.shape or not np.array_equal(a, b)
+
+
+def test_streamed_sentences_arrive_one_by_one_with_pauses(engine: Engine) -> None:
+    pieces = ["今日はいい天気ですね。", "散歩に行きましょう！"]
+    consumed: list[str] = []
+
+    def arriving() -> object:
+        for piece in pieces:
+            consumed.append(piece)
+            yield piece
+
+    stream = engine.stream_sentences(arriving(), QUIET)  # type: ignore[arg-type]
+    first = next(stream)
+    assert consumed == pieces[:1], "the first sentence is spoken before the second arrives"
+    second = next(stream)
+    assert first.pause_before_s == 0.0 and second.pause_before_s >= MIN_PAUSE_S
+    assert list(stream) == []
+
+
+def _pauses_from_duration_graph(engine: Engine, sentences: list[str]) -> list[float]:
+    """An independent reading of the pause: run duration_predictor.onnx directly over the whole text,
+    take the frames of each sentence-final punctuation phone and the blanks around it."""
+    frontend = Frontend()
+    whole = frontend.analyse("".join(sentences))
+    voice_name, style = engine.default_voice.split("/")
+    voice_dir = engine.bundle.speakers[voice_name].folder
+    session = ort.InferenceSession(str(voice_dir / "duration_predictor.onnx"))
+    # The engine reuses the sentences' BERT rows for the whole text (no second BERT run); so does this.
+    bert = join_char_features(engine._bert.char_features(sentences))
+    style_vec = engine._voices[voice_name].style_vector(style, 1.0)
+    durations = session.run(
+        None,
+        {
+            "x": whole.phones[None],
+            "x_lengths": np.array([whole.phones.size]),
+            "sid": np.array([0]),
+            "tone": whole.tones[None],
+            "language": whole.languages[None],
+            "bert": spread_over_phones(bert, whole.word2ph)[None],
+            "style_vec": style_vec[None],
+            "length_scale": np.array([1.0], np.float32),
+            "noise_scale_w": np.array([0.0], np.float32),
+            "sdp_ratio": np.array([0.2], np.float32),
+        },
+    )[0][0]
+    phone_ends = np.cumsum(whole.word2ph)  # phone index after each token ([CLS], chars..., [SEP])
+    pauses = []
+    chars = 0
+    for sentence in sentences[:-1]:
+        chars += len(sentence)
+        punct_phone = phone_ends[chars] - 2  # the char's phone, then its blank
+        frames = durations[punct_phone - 1 : punct_phone + 2].sum()
+        pauses.append(float(frames) * 512 / SAMPLE_RATE)
+    return pauses

@@ -1,0 +1,474 @@
+"""Wyoming text-to-speech server: the engine for Home Assistant OS (the add-on) and Wyoming clients.
+
+``yomiage serve --uri tcp://0.0.0.0:10200 --bundle DIR`` (or ``python -m
+yomiage_engine.wyoming_server`` with the same arguments). What a client gets:
+
+- ``describe`` → ``info``: every speaker/style of the bundle is a voice (language ``ja``), and
+  streaming text input is advertised.
+- ``synthesize`` {text, voice?} → ``audio-start``, ``audio-chunk``…, ``audio-stop``: 16-bit mono
+  PCM at the bundle's rate, sent sentence by sentence as each is ready, natural pauses included.
+- ``synthesize-start`` {voice?}, ``synthesize-chunk`` {text}…, ``synthesize-stop``: each sentence is
+  spoken as soon as its text is complete (``audio-start``/``-chunk``/``-stop`` per sentence), then
+  ``synthesize-stopped``. A ``synthesize`` inside a stream is the copy clients send for older
+  servers and is ignored.
+- Anything wrong → ``error`` {text, code}, and the connection stays usable. A client that stays
+  silent for ``error_grace_s`` after an error outside a stream is disconnected: Home Assistant's
+  Wyoming client ignores ``error`` events and would otherwise wait for audio forever; the closed
+  connection makes it fail at once.
+
+One Engine serves every client. Engine calls block, so each connection runs them on its own worker
+thread (a stream waits there for its next sentence); the engine takes model runs in turn, sentence
+by sentence, so a long text never holds up another client for more than a sentence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlparse
+
+from wyoming.event import Event, async_write_event
+from wyoming.ping import Pong
+
+from .errors import InvalidOptionError, UnknownVoiceError, YomiageError
+from .options import SynthesisOptions
+from .results import AudioChunk
+from .wyoming_protocol import (
+    SYNTHESIZE,
+    SYNTHESIZE_CHUNK,
+    SYNTHESIZE_START,
+    SYNTHESIZE_STOP,
+    MalformedEventError,
+    RequestError,
+    audio_chunks,
+    audio_start,
+    audio_stop,
+    error_event,
+    info_event,
+    read_event,
+    request_text,
+    requested_voice,
+    synthesize_stopped,
+)
+from .wyoming_stream import TextStream, close_chunks
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+_LOGGER = logging.getLogger(__name__)
+
+DEFAULT_URI = "tcp://0.0.0.0:10200"
+ERROR_GRACE_S = 5.0
+_T = TypeVar("_T")
+
+
+class _ClientGoneError(Exception):
+    """The client closed the connection; stop working for it."""
+
+
+# -- the server --------------------------------------------------------------------------------
+class WyomingTtsServer:
+    """Listens on a ``tcp://HOST:PORT`` or ``unix://PATH`` URI and serves every client."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        voice: str | None = None,
+        options: SynthesisOptions | None = None,
+        error_grace_s: float = ERROR_GRACE_S,
+    ) -> None:
+        """``voice``: for requests that name none (None: the bundle's first); ``options``: the
+        synthesis settings every request uses (Wyoming requests carry only text and voice)."""
+        defaults = options or SynthesisOptions()
+        if voice is not None:
+            defaults = defaults.with_changes(voice=voice)
+        if defaults.voice is not None:
+            _check_voice(engine, defaults.voice)
+        self.engine = engine
+        self.error_grace_s = error_grace_s
+        self._defaults = defaults.validated()
+        self.info = info_event(engine.voices, _version())
+        self._listener: asyncio.Server | None = None
+        self._socket_path: Path | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    def options_for(self, voice: str | None) -> SynthesisOptions:
+        return self._defaults if voice is None else self._defaults.with_changes(voice=voice)
+
+    async def start(self, uri: str) -> None:
+        """Bind and start accepting clients (port 0 picks a free port: see ``address``)."""
+        scheme, host, port, path = _parse_uri(uri)
+        if scheme == "unix":
+            self._socket_path = Path(path)
+            self._socket_path.unlink(missing_ok=True)  # a stale socket from a previous run
+            self._listener = await asyncio.start_unix_server(self._serve_client, path=path)
+        else:
+            self._listener = await asyncio.start_server(self._serve_client, host, port)
+        _LOGGER.info("serving %d voices on %s", _voice_count(self.engine), self.address)
+
+    @property
+    def address(self) -> str:
+        """Where the server listens, as a URI (the real port when 0 was asked for)."""
+        if self._listener is None:
+            raise RuntimeError("the server has not been started")
+        if self._socket_path is not None:
+            return f"unix://{self._socket_path}"
+        host, port = self._listener.sockets[0].getsockname()[:2]
+        return f"tcp://{host}:{port}"
+
+    async def stop(self) -> None:
+        """Stop listening and end every connection (each finishes the sentence it is on)."""
+        if self._listener is not None:
+            self._listener.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._listener is not None:
+            await self._listener.wait_closed()
+            self._listener = None
+        if self._socket_path is not None:
+            self._socket_path.unlink(missing_ok=True)
+
+    async def _serve_client(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await _Connection(self, reader, writer).run()
+        finally:
+            self._connections.discard(task)
+
+
+def _parse_uri(uri: str) -> tuple[str, str, int, str]:
+    """(scheme, host, port, path) of ``tcp://HOST:PORT`` or ``unix://PATH``."""
+    parsed = urlparse(uri)
+    try:
+        port = parsed.port
+    except ValueError:
+        port = None
+    if parsed.scheme == "tcp" and parsed.hostname and port is not None:
+        return "tcp", parsed.hostname, port, ""
+    if parsed.scheme == "unix" and (parsed.netloc or parsed.path):
+        return "unix", "", 0, parsed.netloc + parsed.path
+    raise InvalidOptionError(f"--uri must look like tcp://HOST:PORT or unix://PATH, not {uri!r}")
+
+
+def _check_voice(engine: Engine, voice: str) -> None:
+    speaker, _, style = voice.partition("/")
+    styles = engine.voices.get(speaker)
+    if styles is None:
+        raise UnknownVoiceError(
+            f"unknown speaker {speaker!r}; speakers: {', '.join(engine.voices)}"
+        )
+    if style and style not in styles:
+        raise UnknownVoiceError(
+            f"speaker {speaker!r} has no style {style!r}; styles: {', '.join(styles)}"
+        )
+
+
+def _voice_count(engine: Engine) -> int:
+    return sum(len(styles) for styles in engine.voices.values())
+
+
+def _version() -> str | None:
+    try:
+        return metadata.version("yomiage")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+# -- one client --------------------------------------------------------------------------------
+@dataclass
+class _OpenStream:
+    """A stream between synthesize-start and synthesize-stop.
+
+    ``text`` is None when the stream could not start (the error has been sent): its chunks are
+    dropped and synthesize-stop is still answered, so a streaming client is never left waiting.
+    """
+
+    text: TextStream | None = None
+    pump: asyncio.Task[None] | None = None
+
+
+class _Connection:
+    def __init__(
+        self, server: WyomingTtsServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self._server = server
+        self._engine = server.engine
+        self._reader = reader
+        self._writer = writer
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="yomiage-wyoming")
+        self._stream: _OpenStream | None = None
+        self._error_pending = False  # an error was sent outside a stream: see the module doc
+        self._handlers: dict[str, Callable[[Event], Awaitable[None]]] = {
+            "describe": self._describe,
+            "ping": self._ping,
+            SYNTHESIZE: self._synthesize,
+            SYNTHESIZE_START: self._start_stream,
+            SYNTHESIZE_CHUNK: self._stream_text,
+            SYNTHESIZE_STOP: self._stop_stream,
+        }
+
+    async def run(self) -> None:
+        try:
+            while (event := await self._next_event()) is not None:
+                await self._handle(event)
+        except _ClientGoneError:
+            pass
+        finally:
+            await self._close()
+
+    async def _next_event(self) -> Event | None:
+        """The next well-formed event; None when the client is gone (or silent after an error)."""
+        while True:
+            idle_limit = self._server.error_grace_s if self._error_pending else None
+            try:
+                async with asyncio.timeout(idle_limit):
+                    event = await read_event(self._reader)
+            except MalformedEventError as err:
+                await self._send_error(str(err), err.code)
+                continue
+            except TimeoutError:
+                _LOGGER.debug("closing a connection that stayed silent after an error")
+                return None
+            except (ConnectionError, OSError):
+                return None
+            self._error_pending = False
+            return event
+
+    async def _handle(self, event: Event) -> None:
+        handler = self._handlers.get(event.type)
+        try:
+            if handler is None:
+                raise RequestError(
+                    f"this text-to-speech server does not handle {event.type!r} events",
+                    "unsupported_event",
+                )
+            await handler(event)
+        except _ClientGoneError:
+            raise
+        except Exception as err:  # the connection (and the server) must outlive any request
+            await self._send_failure(err)
+
+    # -- events ------------------------------------------------------------------------------
+    async def _describe(self, event: Event) -> None:
+        await self._write(self._server.info)
+
+    async def _ping(self, event: Event) -> None:
+        text = event.data.get("text")
+        await self._write(Pong(text=text if isinstance(text, str) else None).event())
+
+    async def _synthesize(self, event: Event) -> None:
+        if self._stream is not None:
+            return  # the whole text, sent inside a stream for servers that cannot stream
+        text = request_text(event)
+        options = self._server.options_for(requested_voice(event))
+        chunks = await self._blocking(self._engine.stream, text, options)  # validates first
+        await self._write(audio_start(self._engine.sample_rate))
+        try:
+            while (chunk := await self._blocking(next, chunks, None)) is not None:
+                await self._write_audio(chunk)
+        except _ClientGoneError:
+            raise
+        except Exception as err:  # audio has started: say why it ends early, then end it
+            await self._send_failure(err)
+        finally:
+            await self._blocking(close_chunks, chunks)
+        await self._write(audio_stop())
+
+    async def _start_stream(self, event: Event) -> None:
+        if self._stream is not None:
+            raise RequestError(
+                "a stream is already open: send synthesize-stop first", "stream_already_open"
+            )
+        self._stream = stream = _OpenStream()
+        options = self._server.options_for(requested_voice(event))
+        stream.text = await self._blocking(TextStream, self._engine, options)
+        stream.pump = asyncio.create_task(self._pump(stream.text))
+
+    async def _stream_text(self, event: Event) -> None:
+        stream = self._open_stream(event)
+        text = request_text(event)
+        if stream.text is not None:
+            stream.text.add_text(text)
+
+    async def _stop_stream(self, event: Event) -> None:
+        stream = self._open_stream(event)
+        self._stream = None
+        if stream.text is not None and stream.pump is not None:
+            stream.text.finish()
+            await stream.pump
+        await self._write(synthesize_stopped())
+
+    def _open_stream(self, event: Event) -> _OpenStream:
+        if self._stream is None:
+            raise RequestError(
+                f"{event.type} outside a stream: send synthesize-start first", "no_stream"
+            )
+        return self._stream
+
+    async def _pump(self, text: TextStream) -> None:
+        """Send each sentence's audio as soon as the engine has it, until the stream ends."""
+        try:
+            while (chunk := await self._blocking(text.next_chunk)) is not None:
+                await self._write(audio_start(chunk.sample_rate))
+                await self._write_audio(chunk)
+                await self._write(audio_stop())
+        except _ClientGoneError:
+            text.cancel()
+        except Exception as err:
+            text.cancel()
+            with contextlib.suppress(_ClientGoneError):
+                await self._send_failure(err)
+        finally:
+            await self._blocking(text.close)
+
+    # -- writing -----------------------------------------------------------------------------
+    async def _write_audio(self, chunk: AudioChunk) -> None:
+        for event in audio_chunks(chunk.pcm, chunk.sample_rate):
+            await self._write(event)
+
+    async def _send_failure(self, err: Exception) -> None:
+        if isinstance(err, RequestError):
+            await self._send_error(str(err), err.code)
+        elif isinstance(err, YomiageError):
+            await self._send_error(str(err), err.translation_key)
+        else:
+            _LOGGER.exception("request failed")
+            await self._send_error(f"internal error: {err}", "internal_error")
+
+    async def _send_error(self, message: str, code: str) -> None:
+        _LOGGER.info("error for a client (%s): %s", code, message)
+        self._error_pending = self._stream is None
+        await self._write(error_event(message, code))
+
+    async def _write(self, event: Event) -> None:
+        if self._writer.is_closing():
+            raise _ClientGoneError
+        try:
+            await async_write_event(event, self._writer)
+        except (ConnectionError, OSError) as err:
+            raise _ClientGoneError from err
+
+    async def _blocking(self, function: Callable[..., _T], *args: Any) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._worker, function, *args)
+
+    async def _close(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None and stream.text is not None and stream.pump is not None:
+            stream.text.cancel()  # the worker stops after the sentence it is on
+            await asyncio.gather(stream.pump, return_exceptions=True)
+        self._worker.shutdown(wait=False)
+        self._writer.close()
+        with contextlib.suppress(ConnectionError, OSError):
+            await self._writer.wait_closed()
+
+
+# -- command line ------------------------------------------------------------------------------
+_SYNTHESIS_FLAGS: dict[str, float] = {
+    name: value
+    for name, value in SynthesisOptions().as_dict().items()
+    if name != "voice" and isinstance(value, float)
+}
+
+
+def add_serve_command(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
+    """Add ``serve`` to the ``yomiage`` command (its handler is ``serve_command``)."""
+    serve = subparsers.add_parser(
+        "serve",
+        help="Wyoming text-to-speech server (Home Assistant's Wyoming integration)",
+        description="Serve a voice bundle over the Wyoming protocol.",
+    )
+    _add_serve_arguments(serve)
+    serve.set_defaults(handler=serve_command)
+    return serve
+
+
+def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--uri", default=DEFAULT_URI, help=f"where to listen ({DEFAULT_URI})")
+    parser.add_argument("--bundle", type=Path, required=True, help="voice bundle folder")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument(
+        "--threads", type=int, default=None, help="intra-op threads (default: cores)"
+    )
+    parser.add_argument(
+        "--voice",
+        default="default",
+        help="speaker/style for requests that name no voice ('default': the bundle's first)",
+    )
+    for name, default in _SYNTHESIS_FLAGS.items():
+        parser.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            type=float,
+            default=default,
+            help=f"for every request (default {default:g})",
+        )
+    parser.add_argument("--debug", action="store_true", help="log every request")
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    """Load the bundle, then serve until SIGTERM / SIGINT."""
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    _parse_uri(args.uri)  # a bad URI fails before minutes of model loading
+    from .engine import Engine  # heavy: only when serving
+
+    engine = Engine(args.bundle, device=args.device, threads=args.threads)
+    try:
+        engine.load_all()  # the first request should not pay for session creation
+        voice = None if args.voice == "default" else args.voice
+        options = SynthesisOptions(**{name: getattr(args, name) for name in _SYNTHESIS_FLAGS})
+        server = WyomingTtsServer(engine, voice=voice, options=options)
+        asyncio.run(_serve_until_signalled(server, args.uri))
+    finally:
+        engine.close()
+    return 0
+
+
+async def _serve_until_signalled(server: WyomingTtsServer, uri: str) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await server.start(uri)
+    try:
+        await stop.wait()
+    finally:
+        _LOGGER.info("stopping")
+        await server.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="yomiage-wyoming", description="Serve a voice bundle over the Wyoming protocol."
+    )
+    _add_serve_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return serve_command(args)
+    except YomiageError as err:
+        print(f"yomiage serve: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+"""Web addresses and e-mail addresses, which nobody wants read out character by character.
+
+A URL becomes ユーアールエル and an e-mail address メールアドレス, so that a notification such as
+"詳細は https://example.com/… を見てください" still reads as a sentence.
+"""
+
+from __future__ import annotations
+
+import re
+
+_URL = re.compile(r"\b(?:https?://|www\.)[^\s<>\"'「」()（）]+", re.IGNORECASE)
+_EMAIL = re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b", re.ASCII)
+
+
+def read_links(text: str) -> str:
+    """Replace URLs and e-mail addresses with a short spoken placeholder."""
+    if "." not in text:
+        return text
+    text = _URL.sub("ユーアールエル", text)
+    return _EMAIL.sub("メールアドレス", text)

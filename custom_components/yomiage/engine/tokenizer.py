@@ -152,7 +152,9 @@ class CharTokenizer:
 
 def _characters(segment: str) -> Iterator[str]:
     """Characters of a text segment that holds no special token."""
-    cleaned = "".join(" " if _is_whitespace(char) else char for char in segment if _is_kept(char))
+    cleaned = "".join(char for char in segment if _is_kept(char))
+    # str.split() separates on every Unicode whitespace (all of category Zs, tab, CR, LF, U+2028,
+    # ...): the reference first maps Zs/tab/CR/LF to " ", which NFC and this split make moot.
     for word in unicodedata.normalize("NFC", cleaned).split():
         for piece in _split_punctuation(word):
             yield from unicodedata.normalize("NFKC", piece)
@@ -162,10 +164,6 @@ def _is_kept(char: str) -> bool:
     if char in "\t\n\r":
         return True
     return char != "\ufffd" and not unicodedata.category(char).startswith("C")
-
-
-def _is_whitespace(char: str) -> bool:
-    return char in " \t\n\r" or unicodedata.category(char) == "Zs"
 
 
 def _is_punctuation(char: str) -> bool:

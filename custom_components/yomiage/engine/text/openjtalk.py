@@ -1,0 +1,47 @@
+"""The only module that calls pyopenjtalk: typed words and labels, one process-wide lock.
+
+pyopenjtalk keeps one global OpenJTalk instance (dictionary, Sudachi, the 何 model), so every call
+in the process goes through ``_LOCK``, whichever Frontend makes it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import pyopenjtalk
+from pyopenjtalk.types import NJDFeature
+
+_LOCK = threading.Lock()
+_DEVOICING_MARK = "’"  # OpenJTalk marks a devoiced mora in readings (デス’); phones ignore it
+
+
+@dataclass(frozen=True)
+class Word:
+    """One OpenJTalk word: its surface (OpenJTalk writes it full-width) and katakana reading.
+
+    ``reading`` is "、" for punctuation and for what OpenJTalk cannot read, and may be a
+    full-width mark ("？", "！") for those marks.
+    """
+
+    surface: str
+    reading: str
+
+
+def analyse(text: str) -> tuple[list[Word], list[str]]:
+    """Words and full-context labels of ``text`` (one OpenJTalk run)."""
+    with _LOCK:
+        features = pyopenjtalk.run_frontend(text)
+        labels: list[str] = pyopenjtalk.make_label(features)
+    return [_word(feature) for feature in features], labels
+
+
+def words(text: str) -> list[Word]:
+    """Words of ``text`` without labels (enough for readings)."""
+    with _LOCK:
+        features = pyopenjtalk.run_frontend(text)
+    return [_word(feature) for feature in features]
+
+
+def _word(feature: NJDFeature) -> Word:
+    return Word(str(feature["string"]), str(feature["pron"]).replace(_DEVOICING_MARK, ""))

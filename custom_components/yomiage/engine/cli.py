@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     read = commands.add_parser("read", help="print the reading (katakana), one sentence a line")
     read.add_argument("text")
     read.set_defaults(handler=_read)
+
+    from .download_cli import add_subcommands as add_download_commands
+    from .wyoming_server import add_serve_command
+
+    add_download_commands(commands)
+    add_serve_command(commands)
     return parser
 
 

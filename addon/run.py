@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Start Yomiage's Wyoming server inside the Home Assistant add-on.
+
+1. Read the add-on options (``/data/options.json``, written by the Supervisor).
+2. Voices: the official Hub repository or another repo id → ``yomiage fetch`` into
+   ``/data/voices/<owner>--<name>`` (only new or changed files are downloaded; when the Hub cannot
+   be reached, voices already there are used); or a local bundle folder (under /share or /media).
+3. Start the server on port 10200, wait until it answers ``describe``, then announce it through
+   the Supervisor discovery API so Home Assistant offers to set up the Wyoming integration.
+
+``run.py healthcheck`` exits 0 when the server answers ``describe`` (the image's HEALTHCHECK).
+Standard library only. Paths and the Supervisor URL can be moved with YOMIAGE_ADDON_DATA,
+YOMIAGE_SUPERVISOR_URL and YOMIAGE_PORT (for tests; the add-on uses the defaults).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+_LOGGER = logging.getLogger("yomiage-addon")
+
+OFFICIAL_REPO = "lemondouble/hayakoe"
+SOURCES = ("official", "hub", "local")
+DEFAULT_PORT = 10200
+STARTUP_TIMEOUT_S = 900.0  # loading every voice on a Raspberry Pi takes a while
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_LOCAL_ROOTS = (Path("/share"), Path("/media"))
+
+
+class AddonError(Exception):
+    """A problem the user can fix in the add-on's configuration; the message says how."""
+
+
+# -- options ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AddonOptions:
+    voices: str  # official | hub | local
+    hub_repo: str
+    local_folder: str
+    speakers: tuple[str, ...]
+    threads: int | None
+    debug_logging: bool
+
+    @classmethod
+    def load(cls, path: Path) -> AddonOptions:
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise AddonError(f"{path}: missing (the Supervisor writes the options there)") from None
+        except (OSError, ValueError) as err:
+            raise AddonError(f"{path}: cannot read the options ({err})") from None
+        if not isinstance(raw, dict):
+            raise AddonError(f"{path}: the options must be a JSON object")
+        return cls.from_dict(raw)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> AddonOptions:
+        voices = raw.get("voices", "official")
+        if voices not in SOURCES:
+            raise AddonError(f"voices must be one of {', '.join(SOURCES)}, not {voices!r}")
+        threads = raw.get("threads")
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise AddonError(f"threads must be a whole number of at least 1, not {threads!r}")
+        speakers = raw.get("speakers") or []
+        if not isinstance(speakers, list) or not all(isinstance(s, str) for s in speakers):
+            raise AddonError(f"speakers must be a list of speaker names, not {speakers!r}")
+        return cls(
+            voices=voices,
+            hub_repo=str(raw.get("hub_repo") or "").strip(),
+            local_folder=str(raw.get("local_folder") or "").strip(),
+            speakers=tuple(s.strip() for s in speakers if s.strip()),
+            threads=threads,
+            debug_logging=bool(raw.get("debug_logging", False)),
+        )
+
+
+# -- what to run ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VoicesPlan:
+    bundle: Path  # the bundle folder the server loads
+    repo: str | None  # the Hub repository to fetch it from (None: a local folder)
+
+
+def plan_voices(options: AddonOptions, data_dir: Path) -> VoicesPlan:
+    if options.voices == "local":
+        return VoicesPlan(bundle=_local_folder(options.local_folder), repo=None)
+    repo = OFFICIAL_REPO if options.voices == "official" else options.hub_repo
+    if not _REPO_ID.match(repo):
+        raise AddonError(
+            f"hub_repo must be a Hugging Face repository id like owner/name, not {repo!r}"
+        )
+    return VoicesPlan(bundle=data_dir / "voices" / repo.replace("/", "--"), repo=repo)
+
+
+def _local_folder(folder: str) -> Path:
+    if not folder:
+        raise AddonError("voices is 'local': set local_folder to a bundle folder under /share")
+    path = Path(folder)
+    if not any(path.is_relative_to(root) for root in _LOCAL_ROOTS):
+        raise AddonError(f"local_folder {folder!r} must be under /share or /media")
+    if not path.is_dir():
+        raise AddonError(f"local_folder {folder!r} does not exist or is not a folder")
+    return path
+
+
+def _yomiage(*args: str) -> list[str]:
+    return [sys.executable, "-m", "yomiage_engine.cli", *args]
+
+
+def fetch_command(plan: VoicesPlan, options: AddonOptions) -> list[str]:
+    assert plan.repo is not None
+    speakers = [arg for name in options.speakers for arg in ("--speaker", name)]
+    return _yomiage("fetch", plan.repo, *speakers, "--to", str(plan.bundle))
+
+
+def serve_command(plan: VoicesPlan, options: AddonOptions, port: int) -> list[str]:
+    command = [sys.executable, "-m", "yomiage_engine.wyoming_server"]
+    command += ["--uri", f"tcp://0.0.0.0:{port}", "--bundle", str(plan.bundle)]
+    if options.threads is not None:
+        command += ["--threads", str(options.threads)]
+    if options.debug_logging:
+        command.append("--debug")
+    return command
+
+
+def ensure_voices(plan: VoicesPlan, options: AddonOptions) -> None:
+    """Fetch (or update) the voices; with the Hub out of reach, go on with what is on disk."""
+    if plan.repo is None:
+        return
+    _LOGGER.info("voices: %s (checking the Hugging Face Hub for new files)", plan.repo)
+    if subprocess.run(fetch_command(plan, options), check=False).returncode == 0:
+        return
+    speakers = plan.bundle / "onnx" / "speakers"  # speaker folders appear only when complete
+    if speakers.is_dir() and any(speakers.iterdir()):
+        _LOGGER.warning("could not update the voices; using the ones already downloaded")
+        return
+    raise AddonError(f"could not download the voices from {plan.repo} (see the log above)")
+
+
+# -- talking to the server and the Supervisor -----------------------------------------------------
+def answers_describe(port: int, timeout_s: float = 2.0) -> bool:
+    """True when a Wyoming server on this machine answers ``describe`` with ``info``."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as connection:
+            connection.sendall(b'{"type": "describe"}\n')
+            header = connection.makefile("rb").readline()
+        return bool(json.loads(header).get("type") == "info")
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def wait_until_serving(server: subprocess.Popen[bytes], port: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while server.poll() is None and time.monotonic() < deadline:
+        if answers_describe(port):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def announce(supervisor_url: str, token: str, host: str, port: int) -> None:
+    """Tell Home Assistant (through the Supervisor) where the Wyoming server is."""
+    body = json.dumps({"service": "wyoming", "config": {"uri": f"tcp://{host}:{port}"}})
+    request = urllib.request.Request(
+        f"{supervisor_url.rstrip('/')}/discovery",
+        data=body.encode(),
+        method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        reply = json.loads(response.read() or b"{}")
+    if reply.get("result") not in (None, "ok"):
+        raise AddonError(f"the Supervisor refused the discovery message: {reply}")
+
+
+def _announce_if_supervised(port: int) -> None:
+    token = os.environ.get("SUPERVISOR_TOKEN")
+    if not token:
+        _LOGGER.info("no SUPERVISOR_TOKEN: not running as an add-on, nothing to announce")
+        return
+    supervisor_url = os.environ.get("YOMIAGE_SUPERVISOR_URL", "http://supervisor")
+    try:
+        announce(supervisor_url, token, socket.gethostname(), port)
+    except (OSError, ValueError, AddonError) as err:
+        _LOGGER.error("could not announce the server to Home Assistant: %s", err)
+        return
+    _LOGGER.info("announced to Home Assistant: Settings → Devices & services offers Wyoming")
+
+
+# -- main -----------------------------------------------------------------------------------------
+def run(data_dir: Path, port: int) -> int:
+    options = AddonOptions.load(data_dir / "options.json")
+    logging.getLogger().setLevel(logging.DEBUG if options.debug_logging else logging.INFO)
+    plan = plan_voices(options, data_dir)
+    ensure_voices(plan, options)
+    server = subprocess.Popen(serve_command(plan, options, port))
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        server.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    if wait_until_serving(server, port, STARTUP_TIMEOUT_S):
+        _announce_if_supervised(port)
+    return server.wait()
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    port = int(os.environ.get("YOMIAGE_PORT", DEFAULT_PORT))
+    if argv[1:] == ["healthcheck"]:
+        return 0 if answers_describe(port) else 1
+    try:
+        return run(Path(os.environ.get("YOMIAGE_ADDON_DATA", "/data")), port)
+    except AddonError as err:
+        _LOGGER.error("%s", err)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,282 @@
+"""The add-on's run script: options, which voices, the commands it runs, discovery, health."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+
+from custom_components.yomiage.engine.download_cli import add_subcommands
+from custom_components.yomiage.engine.wyoming_server import WyomingTtsServer, add_serve_command
+
+from .addon import ADDON, RUN_SCRIPT, load_run_script
+from .client import address
+
+
+@pytest.fixture(scope="module")
+def run() -> ModuleType:
+    return load_run_script()
+
+
+def _defaults() -> dict[str, Any]:
+    options: dict[str, Any] = yaml.safe_load((ADDON / "config.yaml").read_text())["options"]
+    return options
+
+
+def _options(run: ModuleType, **changes: Any) -> Any:
+    return run.AddonOptions.from_dict({**_defaults(), **changes})
+
+
+# -- options and plans ---------------------------------------------------------------------------
+def test_the_default_options_mean_the_official_voices_in_the_data_volume(
+    run: ModuleType, tmp_path: Path
+) -> None:
+    (tmp_path / "options.json").write_text(json.dumps(_defaults()))
+    options = run.AddonOptions.load(tmp_path / "options.json")
+    plan = run.plan_voices(options, tmp_path)
+    assert plan.repo == run.OFFICIAL_REPO
+    assert plan.bundle == tmp_path / "voices" / run.OFFICIAL_REPO.replace("/", "--")
+    assert options.speakers == () and options.threads is None
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (None, "missing"),
+        ("{not json", "cannot read"),
+        ("[1, 2]", "JSON object"),
+        ('{"voices": "cloud"}', "voices must be one of official, hub, local"),
+        ('{"threads": 0}', "threads must be a whole number"),
+        ('{"speakers": "jvnv-F1-jp"}', "speakers must be a list"),
+    ],
+)
+def test_bad_options_say_what_is_wrong(
+    run: ModuleType, tmp_path: Path, content: str | None, words: str
+) -> None:
+    path = tmp_path / "options.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(run.AddonError, match=words) as caught:
+        run.AddonOptions.load(path)
+    if content is None or "cannot" in words:
+        assert str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize("repo", ["", "no-slash", "a/b/c", "owner/name with space"])
+def test_another_hub_repo_must_be_a_repo_id(run: ModuleType, tmp_path: Path, repo: str) -> None:
+    with pytest.raises(run.AddonError, match="hub_repo must be a Hugging Face repository id"):
+        run.plan_voices(_options(run, voices="hub", hub_repo=repo), tmp_path)
+
+
+def test_a_local_folder_must_exist_under_share_or_media(
+    run: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run, "_LOCAL_ROOTS", (tmp_path / "share",))
+    (tmp_path / "share" / "voices").mkdir(parents=True)
+    plan = run.plan_voices(
+        _options(run, voices="local", local_folder=f"{tmp_path}/share/voices"), tmp_path
+    )
+    assert (plan.bundle, plan.repo) == (tmp_path / "share" / "voices", None)
+    for folder, words in [
+        ("", "set local_folder"),
+        (str(tmp_path / "elsewhere"), "must be under /share or /media"),
+        (f"{tmp_path}/share/missing", "does not exist"),
+    ]:
+        with pytest.raises(run.AddonError, match=words):
+            run.plan_voices(_options(run, voices="local", local_folder=folder), tmp_path)
+
+
+def test_commands_are_the_ones_the_cli_understands(run: ModuleType, tmp_path: Path) -> None:
+    options = _options(
+        run,
+        voices="hub",
+        hub_repo="me/my-voices",
+        speakers=["a", "b"],
+        threads=3,
+        debug_logging=True,
+    )
+    plan = run.plan_voices(options, tmp_path)
+    parser = argparse.ArgumentParser()
+    commands = parser.add_subparsers(dest="command")
+    add_subcommands(commands)
+    add_serve_command(commands)
+
+    fetch = run.fetch_command(plan, options)
+    assert fetch[:3] == [sys.executable, "-m", "yomiage_engine.cli"]
+    fetched = parser.parse_args(fetch[3:])
+    assert (fetched.repo, fetched.speakers, fetched.model_dir) == (
+        "me/my-voices",
+        ["a", "b"],
+        plan.bundle,
+    )
+
+    serve = run.serve_command(plan, options, 10200)
+    assert serve[:3] == [sys.executable, "-m", "yomiage_engine.wyoming_server"]
+    served = parser.parse_args(["serve", *serve[3:]])
+    assert (served.uri, served.bundle, served.threads, served.debug) == (
+        "tcp://0.0.0.0:10200",
+        plan.bundle,
+        3,
+        True,
+    )
+
+
+def test_voices_already_downloaded_are_used_when_the_hub_is_out_of_reach(
+    run: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[list[str]] = []
+
+    def offline(command: list[str], check: bool) -> SimpleNamespace:
+        calls.append(command)
+        return SimpleNamespace(returncode=1)
+
+    monkeypatch.setattr(run, "subprocess", SimpleNamespace(run=offline))
+    options = _options(run)
+    plan = run.plan_voices(options, tmp_path)
+    with pytest.raises(run.AddonError, match="could not download the voices"):
+        run.ensure_voices(plan, options)
+    (plan.bundle / "onnx" / "speakers" / "jvnv-F1-jp").mkdir(parents=True)
+    run.ensure_voices(plan, options)  # no error: serve what is there
+    assert len(calls) == 2 and calls[0][3] == "fetch"
+
+
+# -- the Supervisor --------------------------------------------------------------------------------
+class FakeSupervisor:
+    """Records POSTs and answers like the Supervisor's discovery API."""
+
+    def __init__(self, status: int = 200, reply: dict[str, Any] | None = None) -> None:
+        self.requests: list[tuple[str, dict[str, str], Any]] = []
+        answer = json.dumps(reply or {"result": "ok", "data": {"uuid": "5ab8"}}).encode()
+        requests = self.requests
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                requests.append((self.path, dict(self.headers), json.loads(body)))
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._http = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._http.server_port}"
+        self._thread = threading.Thread(target=self._http.serve_forever)
+
+    def __enter__(self) -> FakeSupervisor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.shutdown()
+        self._thread.join()
+        self._http.server_close()
+
+
+@pytest.fixture
+def supervisor(socket_enabled: None) -> Iterator[FakeSupervisor]:
+    with FakeSupervisor() as fake:
+        yield fake
+
+
+def test_announce_posts_the_wyoming_uri_to_the_supervisor(
+    run: ModuleType, supervisor: FakeSupervisor
+) -> None:
+    run.announce(supervisor.url, "token-1", "abcd1234-yomiage", 10200)
+    ((path, headers, body),) = supervisor.requests
+    assert path == "/discovery"
+    assert headers["Authorization"] == "Bearer token-1"
+    assert body == {"service": "wyoming", "config": {"uri": "tcp://abcd1234-yomiage:10200"}}
+
+
+def test_a_refused_announcement_is_an_error(run: ModuleType, socket_enabled: None) -> None:
+    refusal = {"result": "error", "message": "no such service"}
+    with FakeSupervisor(400, refusal) as fake, pytest.raises(OSError, match="400"):
+        run.announce(fake.url, "token-1", "host", 10200)
+    with FakeSupervisor(200, refusal) as fake, pytest.raises(run.AddonError, match="refused"):
+        run.announce(fake.url, "token-1", "host", 10200)
+
+
+# -- health and the whole add-on -------------------------------------------------------------------
+async def test_healthcheck_asks_the_server_to_describe_itself(
+    run: ModuleType, server: WyomingTtsServer
+) -> None:
+    port = address(server)[1]
+    assert await asyncio.to_thread(run.answers_describe, port)
+    await server.stop()
+    assert not await asyncio.to_thread(run.answers_describe, port)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_the_add_on_serves_a_local_bundle_and_announces_itself(
+    run: ModuleType, tiny_bundle: Path, tmp_path: Path, supervisor: FakeSupervisor
+) -> None:
+    """run.py as the container starts it: options file → server process → discovery → health."""
+    (tmp_path / "options.json").write_text(
+        json.dumps(
+            {**_defaults(), "voices": "local", "local_folder": str(tiny_bundle), "threads": 1}
+        )
+    )
+    port = _free_port()
+    environment = {
+        **os.environ,
+        "YOMIAGE_ADDON_DATA": str(tmp_path),
+        "YOMIAGE_PORT": str(port),
+        "YOMIAGE_SUPERVISOR_URL": supervisor.url,
+        "SUPERVISOR_TOKEN": "token-2",
+    }
+    # The fixture bundle lives outside /share: allow its folder as the only local root.
+    starter = (
+        "import importlib.util, pathlib, sys;"
+        "spec = importlib.util.spec_from_file_location('run', sys.argv[1]);"
+        "run = importlib.util.module_from_spec(spec); sys.modules['run'] = run;"
+        "spec.loader.exec_module(run);"
+        "run._LOCAL_ROOTS = (pathlib.Path(sys.argv[2]),);"
+        "sys.exit(run.main(['run.py']))"
+    )
+    addon = subprocess.Popen(
+        [sys.executable, "-c", starter, str(RUN_SCRIPT), str(tiny_bundle.parent)], env=environment
+    )
+    try:
+        _wait_for(lambda: bool(supervisor.requests) or addon.poll() is not None, 120)
+        assert addon.poll() is None, "the add-on stopped"
+        ((_, headers, body),) = supervisor.requests
+        assert body["config"]["uri"] == f"tcp://{socket.gethostname()}:{port}"
+        assert headers["Authorization"] == "Bearer token-2"
+        health = subprocess.run(
+            [sys.executable, str(RUN_SCRIPT), "healthcheck"], env=environment, check=False
+        )
+        assert health.returncode == 0
+    finally:
+        addon.send_signal(signal.SIGTERM)
+        assert addon.wait(60) == 0  # the server stopped cleanly on the forwarded signal
+    assert not run.answers_describe(port)
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.2)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from huggingface_hub import constants
 
-from custom_components.yomiage.engine import download
 from custom_components.yomiage.engine.download import (
     FetchError,
     Progress,
@@ -350,7 +350,7 @@ def test_a_private_repo_takes_a_token(model_dir: Path) -> None:
 def test_not_enough_disk_space_is_said_before_any_transfer(
     hub: FakeHub, model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(download.shutil, "disk_usage", lambda _: _Usage(free=1000))
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: _Usage(free=1000))
 
     with pytest.raises(FetchError) as caught:
         fetch(hub, model_dir, speakers=["F1"])

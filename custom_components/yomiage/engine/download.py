@@ -63,9 +63,9 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.file_download import http_get
 from huggingface_hub.hf_api import RepoFile
-from huggingface_hub.utils import (
-    build_hf_headers,  # type: ignore[attr-defined]  # public, lazily exported
-)
+
+# Public (documented) but exported lazily, which mypy cannot see.
+from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
 from .download_store import ModelDir
 from .errors import DownloadError

@@ -5,9 +5,10 @@ print ("7:30", "-3℃", "1,200円", "11/29(日)", "10〜20分", "CO2 800ppm", "W
 and kanji that OpenJTalk reads as a person would. Each rule family lives in its own module and is
 one function ``str -> str``; the order below matters (see each step's comment).
 
-Contract: never raises; never deletes kana or kanji; keeps sentence punctuation and brackets
-(they are prosody boundaries). No ASCII digit survives, so the normaliser's own number handling
-never sees one.
+Contract: never raises; keeps every kana and kanji (the one exception: a counter after digits
+that OpenJTalk would misread as kanji is written as its katakana reading, 5分 → ゴフン); keeps
+sentence punctuation and brackets (they are prosody boundaries). No ASCII letter or digit
+survives, so the normaliser's own number handling never sees one.
 """
 
 from __future__ import annotations

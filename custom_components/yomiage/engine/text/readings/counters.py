@@ -22,7 +22,9 @@ _RISKY_COUNTERS = r"分間|分(?!の)|位|頭|号"
 _COUNTED = re.compile(
     rf"(?<![A-Za-z0-9.,])(\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.(\d+))?({_RISKY_COUNTERS})"
 )
-_KATAKANA_READING = re.compile(r"[\u30a1-\u30fc]+")
+_KATAKANA_READING = re.compile(r"[\u30a1-\u30fa\u30fc]+")
+# OpenJTalk says はちふん for "8分" but はっぷん for "8分間"; はっぷん is the usual clock reading.
+_PREFERRED = (("ハチフン", "ハップン"),)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -40,7 +42,11 @@ def spoken_count(number: str, counter: str) -> str:
         reading = str(pyopenjtalk.g2p(number.replace(",", "") + counter, kana=True))
     except Exception:  # no OpenJTalk (tools venv) or a broken dictionary: kanji still reads
         return fallback
-    return reading if _KATAKANA_READING.fullmatch(reading) else fallback
+    if not _KATAKANA_READING.fullmatch(reading):
+        return fallback
+    for said, preferred in _PREFERRED:
+        reading = reading.replace(said, preferred)
+    return reading
 
 
 def _counted(match: re.Match[str]) -> str:

@@ -28,8 +28,8 @@ _WEEKDAY = (
 _COMMON_FRACTIONS = frozenset({(1, 2), (1, 3), (2, 3), (1, 4), (3, 4)})
 
 # Year, month and day with the same separator twice; no digit, dot or separator glued on.
-_FULL_DATE = re.compile(r"(?<![\d./:\-])(\d{4})([/.\-])(\d{1,2})\2(\d{1,2})(?![\d/.:]|-\d)")
-_MONTH_DAY = re.compile(rf"(?<![\d./:\-])(\d{{1,2}})/(\d{{1,2}})(?![\d/.])(\s*{_WEEKDAY})?")
+_FULL_DATE = re.compile(r"(?<![\d./\-])(?<!\d:)(\d{4})([/.\-])(\d{1,2})\2(\d{1,2})(?![\d/.:]|-\d)")
+_MONTH_DAY = re.compile(rf"(?<![\d./\-])(?<!\d:)(\d{{1,2}})/(\d{{1,2}})(?![\d/.])(\s*{_WEEKDAY})?")
 # A weekday in brackets right after a day written in Japanese: "29日(日)", "3日（月・祝）".
 _WEEKDAY_AFTER_DAY = re.compile(rf"(?<=日)\s*{_WEEKDAY}")
 

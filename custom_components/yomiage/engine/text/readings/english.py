@@ -27,7 +27,18 @@ _PART = r"[A-Za-z0-9]+(?:['’][A-Za-z]+)*"
 _WORD = rf"{_PART}(?:[-.&+]{_PART})*"
 # Runs of words separated by blanks; a run is only touched when it contains a Latin letter.
 _PHRASE = re.compile(rf"(?<![A-Za-z0-9])(?:{_WORD})(?:[ \t]+{_WORD})*")
-_PIECES = re.compile(r"\d+(?:\.\d+)?|[A-Za-z]+(?:['’][A-Za-z]+)*|[-.&+]")
+# Digits, letter runs (hyphenated ones kept whole for the lexicon: "Wi-Fi6"), separators.
+_PIECES = re.compile(r"\d+(?:\.\d+)?|[A-Za-z]+(?:['’-][A-Za-z]+)*|[-.&+]")
+# Abbreviations whose dot would otherwise end the sentence for the normaliser.
+_ABBREVIATIONS = re.compile(r"(?<![A-Za-z])(Mrs|Mr|Ms|Dr|vs|etc)\.(?=[ \t]|$)")
+_ABBREVIATION_READINGS = {
+    "Mr": "ミスター",
+    "Mrs": "ミセス",
+    "Ms": "ミズ",
+    "Dr": "ドクター",
+    "vs": "バーサス",
+    "etc": "エトセトラ",
+}
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+(?:['’][a-z]+)*|[A-Z]+|['’]")
 _VOWEL = re.compile(r"[aeiouyAEIOUY]")
 _LATIN = re.compile(r"[A-Za-z]")
@@ -104,6 +115,8 @@ def _piece_reading(piece: str) -> str:
     if piece[0].isdigit():
         whole, _, fraction = piece.partition(".")
         return numerals.number("", whole, fraction or None)
+    if "-" in piece and _lexicon(piece) is None:
+        return "".join(_letters_reading(part) for part in piece.split("-"))
     return _letters_reading(piece)
 
 
@@ -129,4 +142,5 @@ def read_english(text: str) -> str:
     """Rewrite every run of Latin words in ``text`` as katakana."""
     if not _LATIN.search(text):
         return text
+    text = _ABBREVIATIONS.sub(lambda m: _ABBREVIATION_READINGS[m.group(1)], text)
     return _PHRASE.sub(_phrase, text)

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import re
 
-_URL = re.compile(r"\b(?:https?://|www\.)[^\s<>\"'「」()（）]+", re.IGNORECASE)
+# ASCII URL characters only (Japanese right after an address is the sentence going on), and not
+# a final . , ! ? : ; which end the sentence instead.
+_URL = re.compile(
+    r"\b(?:https?://|www\.)[A-Za-z0-9\-._~:/?#@!$&*+,;=%]*[A-Za-z0-9\-_~/#@$&*+=%]", re.IGNORECASE
+)
 _EMAIL = re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b", re.ASCII)
 
 

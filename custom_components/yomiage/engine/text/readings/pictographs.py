@@ -12,14 +12,16 @@ import re
 # of (variation selectors, zero-width joiner, keycap, tag characters). ○ (read マル), arrows used as
 # text and math symbols are left for OpenJTalk and the normaliser.
 _PICTOGRAPH_RANGES = (
-    "\U0001f000-\U0001faff",  # mahjong … pictographs extended-A (skin tones and flags too)
+    # mahjong … enclosed alphanumerics (flags), then pictographs … extended-A (skin tones too);
+    # not the enclosed ideographs 🈚 🈵 in between: NFKC turns them into readable kanji (無, 満)
+    "\U0001f000-\U0001f1ff\U0001f300-\U0001faff",
     "\u2600-\u27bf",  # miscellaneous symbols, dingbats (⚠ ☀ ✅ ❌)
     "\u2b00-\u2bff",  # miscellaneous symbols and arrows (⭐ ⬆)
     "\u231a\u231b\u2328\u23cf\u23e9-\u23fa",  # watch, hourglass, keyboard, media and clock emoji
     "\u25a0-\u25c9\u25cc-\u25ff",  # geometric shapes except ○ (U+25CB) and ◎ (U+25CE)
     "\u2190-\u21ff",  # arrows
     "\u00a9\u00ae\u2122\u2120",  # © ® ™ ℠ (NFKC would turn ™ into the letters TM)
-    "\u3030\u303d\u3297\u3299",  # wavy dash, part alternation mark, circled 祝 and 秘 emoji forms
+    "\u3030\u303d",  # wavy dash, part alternation mark (not ㊗ ㊙: NFKC makes them 祝 and 秘)
 )
 _INVISIBLE = "\ufe00-\ufe0f\u200d\u20e3\U000e0020-\U000e007f\U000e0100-\U000e01ef"
 

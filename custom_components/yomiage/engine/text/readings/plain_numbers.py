@@ -11,9 +11,11 @@ import re
 
 from . import numerals
 
-# Three or more hyphenated digit groups (phone numbers) and postcodes ("123-4567") are codes:
-# read digit by digit, with の between the groups as Japanese reads them.
-_CODE = re.compile(r"(?<![A-Za-z0-9.\-])(?:\d+(?:-\d+){2,}|\d{3}-\d{4})(?![\d.]|-\d)")
+# Three or more hyphenated digit groups (phone numbers) and postcodes ("〒123-4567") are codes:
+# read digit by digit, with の between the groups as Japanese reads them. The postal mark is
+# read as what it means (OpenJTalk has no reading for it).
+_CODE = re.compile(r"(?<![A-Za-z0-9.\-])\d+(?:-\d+){2,}(?![\d.]|-\d)")
+_POSTCODE = re.compile(r"〒[ \t]*(\d{3}-\d{4})(?![\d.]|-\d)")
 # A sign counts only where it cannot be a hyphen or an operator between two words or numbers.
 _NUMBER = re.compile(
     r"(?:(?<![A-Za-z0-9)\].,])([-+−±])(?=\d))?(?<![0-9])"
@@ -21,13 +23,14 @@ _NUMBER = re.compile(
 )
 
 
-def _code(match: re.Match[str]) -> str:
-    return "の".join(numerals.digits(group) for group in match.group(0).split("-"))
+def _code_digits(code: str) -> str:
+    return "の".join(numerals.digits(group) for group in code.split("-"))
 
 
 def read_plain_numbers(text: str) -> str:
     """Rewrite every remaining run of ASCII digits as kanji numerals."""
     if not any(c.isdigit() for c in text):
         return text
-    text = _CODE.sub(_code, text)
+    text = _POSTCODE.sub(lambda m: "郵便番号" + _code_digits(m.group(1)), text)
+    text = _CODE.sub(lambda m: _code_digits(m.group(0)), text)
     return _NUMBER.sub(lambda m: numerals.from_match(m), text)

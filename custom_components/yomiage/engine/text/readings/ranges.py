@@ -22,7 +22,7 @@ _QUANTITY = (
 # a code or a date, never a range; the left side may not be glued to a Latin word or a
 # separator.
 _RANGE = re.compile(
-    rf"(?<![A-Za-z0-9.\-/:−])({_QUANTITY})[ \t]*[〜~–—\-][ \t]*({_QUANTITY})(?![\-/]\d)"
+    rf"(?<![A-Za-z0-9.\-/:−〒])({_QUANTITY})[ \t]*[〜~–—\-][ \t]*({_QUANTITY})(?![\-/]\d)"
 )
 
 

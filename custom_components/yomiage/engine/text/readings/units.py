@@ -23,8 +23,9 @@ UNITS: dict[str, str] = {
     "%": "パーセント",
     "ppm": "ピーピーエム",
     "ppb": "ピーピービー",
-    "μg/m3": "マイクログラム毎立方メートル",
-    "mg/m3": "ミリグラム毎立方メートル",
+    # 毎 after グラム is read ごと by OpenJTalk; the unit is read まい
+    "μg/m3": "マイクログラムマイ立方メートル",
+    "mg/m3": "ミリグラムマイ立方メートル",
     # pressure
     "hPa": "ヘクトパスカル",
     "kPa": "キロパスカル",

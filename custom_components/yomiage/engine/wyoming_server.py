@@ -69,6 +69,7 @@ _LOGGER = logging.getLogger(__name__)
 
 DEFAULT_URI = "tcp://0.0.0.0:10200"
 ERROR_GRACE_S = 5.0
+_CLOSE_TIMEOUT_S = 5.0
 _T = TypeVar("_T")
 
 
@@ -126,6 +127,11 @@ class WyomingTtsServer:
             return f"unix://{self._socket_path}"
         host, port = self._listener.sockets[0].getsockname()[:2]
         return f"tcp://{host}:{port}"
+
+    @property
+    def clients(self) -> int:
+        """Connections open now."""
+        return len(self._connections)
 
     async def stop(self) -> None:
         """Stop listening and end every connection (each finishes the sentence it is on)."""
@@ -308,10 +314,10 @@ class _Connection:
 
     async def _stop_stream(self, event: Event) -> None:
         stream = self._open_stream(event)
-        self._stream = None
         if stream.text is not None and stream.pump is not None:
             stream.text.finish()
-            await stream.pump
+            await stream.pump  # the last sentences' audio (errors in it belong to the stream)
+        self._stream = None
         await self._write(synthesize_stopped())
 
     def _open_stream(self, event: Event) -> _OpenStream:
@@ -371,11 +377,16 @@ class _Connection:
         stream, self._stream = self._stream, None
         if stream is not None and stream.text is not None and stream.pump is not None:
             stream.text.cancel()  # the worker stops after the sentence it is on
+            stream.pump.cancel()  # it may be waiting to write to a client that reads nothing
             await asyncio.gather(stream.pump, return_exceptions=True)
-        self._worker.shutdown(wait=False)
+        # Joined off the loop: at most the sentence the worker is on (a cancelled request).
+        await asyncio.to_thread(self._worker.shutdown)
         self._writer.close()
-        with contextlib.suppress(ConnectionError, OSError):
-            await self._writer.wait_closed()
+        try:
+            async with asyncio.timeout(_CLOSE_TIMEOUT_S):
+                await self._writer.wait_closed()
+        except (TimeoutError, ConnectionError, OSError):
+            self._writer.transport.abort()  # unsent audio for a client that stopped reading
 
 
 # -- command line ------------------------------------------------------------------------------

@@ -230,6 +230,21 @@ def test_a_cut_transfer_continues_where_it_stopped(
     assert local_bundle(model_dir, ["F1"]) == model_dir
 
 
+def test_a_partial_file_survives_a_new_commit_that_left_it_alone(
+    hub: FakeHub, repo: FakeRepo, model_dir: Path
+) -> None:
+    big = "onnx/speakers/F1/synthesizer.onnx"
+    hub.cut_next(REPO, big, len(repo.files[big]) // 2)
+    with pytest.raises(FetchError):
+        fetch(hub, model_dir, speakers=["F1"])
+    repo.files["onnx/speakers/F1/config.json"] = b'{"changed": true}'  # main moves on
+
+    fetch(hub, model_dir, speakers=["F1"])
+
+    assert hub.file_gets(big)[-1].range is not None  # continued, not restarted
+    assert on_disk(model_dir) == bundle_files(repo.files, ("F1",))
+
+
 def test_a_corrupt_file_is_rejected_and_fetched_again(
     hub: FakeHub, repo: FakeRepo, model_dir: Path
 ) -> None:

@@ -15,11 +15,11 @@ so the engine never sees half a speaker. No network here.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from .hub_layout import Part, RemoteFile
+
+if sys.platform != "win32":
+    import fcntl
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -150,6 +153,11 @@ class ModelDir:
     def locked(self) -> Iterator[None]:
         """Hold the directory for one download; raises ``BlockingIOError`` if another holds it."""
         self.blobs.mkdir(parents=True, exist_ok=True)
+        if (
+            sys.platform == "win32"
+        ):  # no advisory locks there: one download at a time is on the user
+            yield
+            return
         with (self.state / "lock").open("a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             try:

@@ -1,0 +1,63 @@
+"""Names shared by the integration's modules (config keys, option defaults, folders)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+DOMAIN: Final = "yomiage"
+
+# Config entry data: where the bundle lives and how it got there.
+CONF_SOURCE: Final = "source"  # one of SOURCE_*
+CONF_PATH: Final = "path"  # bundle folder (absolute)
+CONF_REPO_ID: Final = "repo_id"
+CONF_REVISION: Final = "revision"  # Hub entries store the commit they were downloaded from
+CONF_SPEAKERS: Final = "speakers"
+CONF_TOKEN: Final = "token"
+
+SOURCE_OFFICIAL: Final = "official"
+SOURCE_HUGGINGFACE: Final = "huggingface"
+SOURCE_LOCAL: Final = "local"
+
+# Options (options flow) = engine synthesis options + how the engine runs.
+CONF_VOICE: Final = "voice"
+CONF_SPEED: Final = "speed"
+CONF_STYLE_WEIGHT: Final = "style_weight"
+CONF_SDP_RATIO: Final = "sdp_ratio"
+CONF_NOISE: Final = "noise"
+CONF_NOISE_W: Final = "noise_w"
+CONF_PAUSE_SCALE: Final = "pause_scale"
+CONF_THREADS: Final = "threads"
+CONF_DEVICE: Final = "device"
+
+# Numeric synthesis options, in the order the options form shows them. Their limits come from the
+# engine (``engine.options.OPTION_LIMITS``), their defaults from ``SynthesisOptions``.
+SYNTHESIS_NUMBERS: Final = (
+    CONF_SPEED,
+    CONF_STYLE_WEIGHT,
+    CONF_SDP_RATIO,
+    CONF_NOISE,
+    CONF_NOISE_W,
+    CONF_PAUSE_SCALE,
+)
+SUPPORTED_OPTIONS: Final = [CONF_VOICE, *SYNTHESIS_NUMBERS]
+
+DEVICES: Final = ("auto", "cpu", "cuda")
+DEFAULT_DEVICE: Final = "auto"
+DEFAULT_THREADS: Final = 0  # 0 = the engine picks (physical cores)
+MAX_THREADS: Final = 64
+
+LANGUAGES: Final = ["ja", "ja-JP"]
+DEFAULT_LANGUAGE: Final = "ja"
+
+# HACS keeps this folder across updates (hacs.json "persistent_directory"): voices go here.
+MODELS_DIRNAME: Final = "models"
+MODELS_DIR: Final = Path(__file__).parent / MODELS_DIRNAME
+
+# Download failures worth another try later (Home Assistant retries setup); others need the user.
+TRANSIENT_DOWNLOAD_REASONS: Final = frozenset(
+    {"offline", "interrupted", "hub_error", "busy", "verification"}
+)
+
+# Diagnostics keep this many recent synthesis timings.
+RECENT_TIMINGS: Final = 20

@@ -1,0 +1,49 @@
+"""The options an entry runs with: what the user stored in the options flow over the defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from .const import (
+    CONF_DEVICE,
+    CONF_THREADS,
+    CONF_VOICE,
+    DEFAULT_DEVICE,
+    DEFAULT_THREADS,
+    SYNTHESIS_NUMBERS,
+)
+from .engine.options import SynthesisOptions
+
+_SYNTHESIS_DEFAULTS = asdict(SynthesisOptions())
+
+
+def voice_id(speaker: str, style: str) -> str:
+    """The id Home Assistant passes back as the ``voice`` option (the engine's own format)."""
+    return f"{speaker}/{style}"
+
+
+def voice_choices(voices: Mapping[str, list[str]]) -> list[tuple[str, str]]:
+    """(id, label) of every speaker × style of a bundle, in bundle order."""
+    return [
+        (voice_id(speaker, style), f"{speaker} – {style}")
+        for speaker, styles in voices.items()
+        for style in styles
+    ]
+
+
+def synthesis_defaults(options: Mapping[str, Any], default_voice: str) -> dict[str, Any]:
+    """Voice and numeric synthesis options (the tts entity's ``default_options``)."""
+    values: dict[str, Any] = {CONF_VOICE: options.get(CONF_VOICE) or default_voice}
+    for name in SYNTHESIS_NUMBERS:
+        values[name] = float(options.get(name, _SYNTHESIS_DEFAULTS[name]))
+    return values
+
+
+def runtime_settings(options: Mapping[str, Any]) -> tuple[str, int]:
+    """(device, threads) the engine is created with; threads 0 lets the engine choose."""
+    return (
+        str(options.get(CONF_DEVICE, DEFAULT_DEVICE)),
+        int(options.get(CONF_THREADS, DEFAULT_THREADS)),
+    )

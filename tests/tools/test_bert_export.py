@@ -117,6 +117,15 @@ def test_q8_graph_is_quantised(bundle: Path) -> None:
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
     int8_weights = [i for i in model.graph.initializer if i.data_type == onnx.TensorProto.INT8]
     assert len(int8_weights) >= 6  # Q, K, V, out, FFN in, FFN out of at least one layer
+    # No FP32 copy of a projection weight stays behind (see bert_export.fold_constants).
+    shape = PRESETS["tiny"]
+    projections = ([shape.hidden, shape.hidden], [shape.hidden, shape.intermediate])
+    fp32_projections = [
+        i.name
+        for i in model.graph.initializer
+        if i.data_type == onnx.TensorProto.FLOAT and list(i.dims) in projections
+    ]
+    assert fp32_projections == []
 
 
 def test_fp32_graph_equals_pytorch_layer_minus_3(bundle: Path, reference: torch.nn.Module) -> None:
@@ -166,7 +175,7 @@ def test_same_seed_same_file_other_seed_other_weights(bundle: Path, tmp_path: Pa
     expected = (bundle / Q8_PATH).read_bytes()
     assert (tmp_path / "same" / Q8_PATH).read_bytes() == expected
     assert (tmp_path / "other" / Q8_PATH).read_bytes() != expected
-    assert not (tmp_path / "same" / FP32_PATH).exists()  # FP32 only when asked for
+    assert not (tmp_path / "same" / FP32_PATH).exists()  # tiny: FP32 only when asked for
 
 
 def test_presets() -> None:

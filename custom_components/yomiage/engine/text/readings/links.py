@@ -13,7 +13,8 @@ import re
 _URL = re.compile(
     r"\b(?:https?://|www\.)[A-Za-z0-9\-._~:/?#@!$&*+,;=%]*[A-Za-z0-9\-_~/#@$&*+=%]", re.IGNORECASE
 )
-_EMAIL = re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b", re.ASCII)
+# Starts only at the beginning of a run (the lookbehind), so a long run is scanned once.
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]++@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b", re.ASCII)
 
 
 def read_links(text: str) -> str:
@@ -21,4 +22,4 @@ def read_links(text: str) -> str:
     if "." not in text:
         return text
     text = _URL.sub("ユーアールエル", text)
-    return _EMAIL.sub("メールアドレス", text)
+    return _EMAIL.sub("メールアドレス", text) if "@" in text else text

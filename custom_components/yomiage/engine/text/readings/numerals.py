@@ -16,6 +16,7 @@ _SMALL_UNITS = ((1000, "千"), (100, "百"), (10, "十"))
 # Myriad groups, largest first; numbers at or above 10^20 are read digit by digit.
 _LARGE_UNITS = ((10**16, "京"), (10**12, "兆"), (10**8, "億"), (10**4, "万"))
 _MAX_NUMBER = 10**20
+_MAX_DIGITS = 20
 
 # A number as templates print it: optional sign, digits with optional thousands separators,
 # optional decimal part. Group 1 is the sign, group 2 the integer part, group 3 the fraction.
@@ -60,7 +61,7 @@ def digits(text: str) -> str:
 def _integer_part(text: str) -> str:
     """An integer written by a template; leading zeros ("007") mean a code, read digit by digit."""
     plain = text.replace(",", "")
-    if len(plain) > 1 and plain.startswith("0"):
+    if (len(plain) > 1 and plain.startswith("0")) or len(plain) > _MAX_DIGITS:
         return digits(plain)
     return integer(int(plain))
 

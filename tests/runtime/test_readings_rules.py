@@ -155,6 +155,12 @@ def test_counter_does_not_touch_fractions() -> None:
     assert counters.read_counters("8分") == "ハップン"
 
 
+def test_very_long_digit_runs_are_read_digit_by_digit() -> None:
+    """Beyond 20 digits a number is a code; int() would refuse 5000 digits anyway."""
+    assert plain_numbers.read_plain_numbers("9" * 5000) == "九" * 5000
+    assert plain_numbers.read_plain_numbers("1" + "0" * 20) == "一" + "ゼロ" * 20
+
+
 def test_plain_numbers_leave_no_digit() -> None:
     text = "1 22 333 4,444 5.5 -6 +7 08 9-9-9 10.10.10 11,2,3"
     assert not any(c.isdigit() for c in plain_numbers.read_plain_numbers(text))

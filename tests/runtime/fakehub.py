@@ -17,6 +17,7 @@ right length. Every request is logged in ``requests``. Listens on 127.0.0.1 only
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -44,9 +45,15 @@ _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>
 _RANGE = re.compile(r"^bytes=(\d+)-$")
 
 
+@functools.lru_cache(maxsize=64)  # bytes cache their own hash: a hit costs nothing
 def git_blob_sha1(data: bytes) -> str:
     """The object id git (and the Hub's tree listing) gives a file's content."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@functools.lru_cache(maxsize=64)
+def lfs_sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass
@@ -80,7 +87,7 @@ class FakeRepo:
         }
         if path.endswith(LFS_SUFFIXES):
             entry["lfs"] = {
-                "oid": hashlib.sha256(data).hexdigest(),
+                "oid": lfs_sha256(data),
                 "size": len(data),
                 "pointerSize": 134,
             }

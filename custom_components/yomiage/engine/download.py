@@ -41,34 +41,15 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
 
-import httpx2
-from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
-from huggingface_hub.errors import (
-    GatedRepoError,
-    HfHubHTTPError,
-    HFValidationError,
-    OfflineModeIsEnabled,
-    RemoteEntryNotFoundError,
-    RepositoryNotFoundError,
-    RevisionNotFoundError,
-)
-from huggingface_hub.file_download import http_get
-from huggingface_hub.hf_api import RepoFile
-
-# Public (documented) but exported lazily, which mypy cannot see.
-from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
-
+from .download_errors import FetchError, Reason
 from .download_store import ModelDir
-from .errors import DownloadError
 from .hub_layout import (
     BERT_PREFIX,
     SPEAKERS_PREFIX,
@@ -80,32 +61,24 @@ from .hub_layout import (
     parse_layout,
 )
 
-DEFAULT_REPO = "lemondouble/hayakoe"
-DEFAULT_REVISION = "main"
+if TYPE_CHECKING:
+    from .hub_client import HubClient
 
-Reason = Literal[
-    "unknown_repo",
-    "unknown_revision",
-    "unknown_speaker",
-    "bad_layout",
-    "unauthorized",
-    "offline",
-    "hub_error",
-    "interrupted",
-    "verification",
-    "disk_full",
-    "storage",
-    "busy",
+__all__ = [
+    "DEFAULT_REPO",
+    "FetchError",
+    "Progress",
+    "ProgressCallback",
+    "Reason",
+    "RepoOffer",
+    "fetch_bundle",
+    "installed_speakers",
+    "list_offer",
+    "local_bundle",
 ]
 
-
-class FetchError(DownloadError):
-    """A download failed; ``reason`` says why in one word (for translations)."""
-
-    def __init__(self, reason: Reason, message: str) -> None:
-        super().__init__(message)
-        self.reason: Reason = reason
-        self.translation_key = f"download_{reason}"
+DEFAULT_REPO = "lemondouble/hayakoe"
+DEFAULT_REVISION = "main"
 
 
 @dataclass(frozen=True)
@@ -140,10 +113,11 @@ class RepoOffer:
 
     def download_size(self, speakers: Iterable[str]) -> int:
         """Bytes of the tokenizer, the Q8 BERT and ``speakers`` together."""
-        return sum(part.size for part in self.layout.parts_for(self._known(speakers)))
+        return sum(part.size for part in self.layout.parts_for(self.choose(speakers)))
 
-    def _known(self, speakers: Iterable[str]) -> list[str]:
-        wanted = list(dict.fromkeys(speakers))
+    def choose(self, speakers: Iterable[str] | None) -> list[str]:
+        """The named speakers in order, without repeats (None: all); unknown names raise."""
+        wanted = list(dict.fromkeys(self.speakers if speakers is None else speakers))
         unknown = [name for name in wanted if name not in self.layout.speakers]
         if unknown:
             raise FetchError(
@@ -164,15 +138,7 @@ def list_offer(
 ) -> RepoOffer:
     """Resolve ``revision`` and list the speakers and files the repo offers (network)."""
     revision = revision or DEFAULT_REVISION
-    hub = _Hub(repo_id, token, endpoint)
-    with hub.translated_errors(revision):
-        commit = hub.api.repo_info(repo_id, revision=revision).sha
-        if not commit:
-            raise FetchError(
-                "hub_error", f"{repo_id}: the Hub did not name a commit for {revision}"
-            )
-        listing = hub.api.list_repo_tree(repo_id, revision=commit, recursive=True)
-        files = [_remote_file(entry) for entry in listing if isinstance(entry, RepoFile)]
+    commit, files = _client(repo_id, token, endpoint).resolve(revision)
     try:
         layout = parse_layout(files)
     except LayoutError as err:
@@ -192,10 +158,10 @@ def fetch_bundle(
 ) -> Path:
     """Make ``model_dir`` a bundle with the chosen speakers of ``repo_id``; returns its root."""
     offer = list_offer(repo_id, revision=revision, token=token, endpoint=endpoint)
-    chosen = offer._known(offer.speakers if speakers is None else speakers)
+    chosen = offer.choose(speakers)
     store = ModelDir(Path(model_dir).expanduser())
     with _storage_errors(store.root), _held(store):
-        _Fetch(offer, store, _Hub(repo_id, token, endpoint), progress).run(chosen)
+        _Fetch(offer, store, _client(repo_id, token, endpoint), progress).run(chosen)
     return store.root
 
 
@@ -227,11 +193,15 @@ class _Fetch:
     """Transfers, verifies and publishes the parts of one offer that are not already current."""
 
     def __init__(
-        self, offer: RepoOffer, store: ModelDir, hub: _Hub, progress: ProgressCallback | None
+        self,
+        offer: RepoOffer,
+        store: ModelDir,
+        client: HubClient,
+        progress: ProgressCallback | None,
     ) -> None:
         self.offer = offer
         self.store = store
-        self.hub = hub
+        self.client = client
         self.manifest = store.read_manifest()
         self.meter = _Meter(progress)
 
@@ -273,20 +243,7 @@ class _Fetch:
             return
         if partial.is_file() and partial.stat().st_size > file.size:
             partial.unlink()  # not a prefix of this content: start over
-        url, headers = self.hub.locate(file.path, self.offer.commit)
-        with (
-            self.hub.translated_errors(self.offer.revision, file, partial),
-            partial.open("ab") as out,
-        ):
-            http_get(
-                url,
-                out,
-                resume_size=out.tell(),
-                headers=headers,
-                expected_size=file.size,
-                displayed_filename=file.path,
-                tqdm_class=self.meter.bar_class(file),
-            )
+        self.client.download(file, self.offer.commit, partial, self.meter.bar_class(file))
         _verify(partial, file)
         partial.rename(blob)
 
@@ -376,93 +333,11 @@ class _Meter:
             self.callback(Progress(self.done, self.total, path))
 
 
-# --- Hub access --------------------------------------------------------------------------------
-class _Hub:
-    """huggingface_hub calls for one repo, with its errors turned into ``FetchError``."""
+# --- helpers -----------------------------------------------------------------------------------
+def _client(repo_id: str, token: str | None, endpoint: str | None) -> HubClient:
+    from .hub_client import HubClient  # huggingface_hub's API: ~1 s to import, online work only
 
-    def __init__(self, repo_id: str, token: str | None, endpoint: str | None) -> None:
-        self.repo_id = repo_id
-        self.token = token
-        self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or "").rstrip("/") or None
-        self.api = HfApi(endpoint=self.endpoint, token=token)
-
-    def locate(self, path: str, commit: str) -> tuple[str, dict[str, str]]:
-        """Where to GET a file (the Hub may redirect to a CDN) and the headers to send there."""
-        url = hf_hub_url(self.repo_id, path, revision=commit, endpoint=self.endpoint)
-        with self.translated_errors(commit):
-            metadata = get_hf_file_metadata(url, token=self.token, endpoint=self.endpoint)
-        headers = build_hf_headers(token=self.token)
-        if urlsplit(metadata.location).netloc != urlsplit(url).netloc:
-            headers.pop("authorization", None)  # never send the token to a CDN
-        headers["Accept-Encoding"] = "identity"  # byte ranges must count file bytes
-        return metadata.location, headers
-
-    @contextmanager
-    def translated_errors(
-        self, revision: str, file: RemoteFile | None = None, partial: Path | None = None
-    ) -> Iterator[None]:
-        try:
-            yield
-        except FetchError:
-            raise
-        except Exception as err:
-            error = _translate(err, self, revision, file, partial)
-            if error is None:
-                raise
-            raise error from err
-
-
-def _translate(
-    err: Exception, hub: _Hub, revision: str, file: RemoteFile | None, partial: Path | None
-) -> FetchError | None:
-    repo = hub.repo_id
-    if isinstance(err, HFValidationError):
-        return FetchError("unknown_repo", f"{repo!r} is not a Hub repo id (owner/name)")
-    if isinstance(err, GatedRepoError):
-        return FetchError("unauthorized", f"{repo}: gated repo, accept its terms and give a token")
-    if isinstance(err, RepositoryNotFoundError):
-        return FetchError(
-            "unknown_repo", f"{repo}: no such repo on the Hub (private? give a token)"
-        )
-    if isinstance(err, RevisionNotFoundError):
-        return FetchError("unknown_revision", f"{repo}: no revision {revision!r}")
-    if isinstance(err, RemoteEntryNotFoundError):
-        where = file.path if file else "a listed file"
-        return FetchError("bad_layout", f"{repo}@{revision}: {where} is missing on the Hub")
-    if isinstance(err, OfflineModeIsEnabled):
-        return FetchError("offline", f"{repo}: HF_HUB_OFFLINE is set, cannot download")
-    if isinstance(err, HfHubHTTPError):
-        return _http_status_error(err, repo)
-    if isinstance(err, httpx2.ConnectError | httpx2.ConnectTimeout):
-        return FetchError(
-            "offline", f"cannot reach the Hub ({hub.endpoint or 'huggingface.co'}): {err}"
-        )
-    if isinstance(err, httpx2.TransportError) or _is_short_transfer(err):
-        return _interrupted(file, partial, err)
-    return None
-
-
-def _http_status_error(err: HfHubHTTPError, repo: str) -> FetchError:
-    status = err.response.status_code if err.response is not None else 0
-    if status in (401, 403):
-        return FetchError("unauthorized", f"{repo}: access denied ({status}); check the token")
-    return FetchError("hub_error", f"{repo}: the Hub answered {status} ({_first_line(err)})")
-
-
-def _interrupted(file: RemoteFile | None, partial: Path | None, err: Exception) -> FetchError:
-    if file is None or partial is None:
-        return FetchError("interrupted", f"the connection to the Hub broke ({_first_line(err)})")
-    kept = partial.stat().st_size if partial.is_file() else 0
-    return FetchError(
-        "interrupted",
-        f"{file.path}: the transfer broke after {_mb(kept)} of {_mb(file.size)} "
-        f"({_first_line(err)}); run the download again to continue",
-    )
-
-
-def _is_short_transfer(err: Exception) -> bool:
-    """http_get's own check when a response ended early without a transport error."""
-    return isinstance(err, OSError) and "Consistency check failed" in str(err)
+    return HubClient(repo_id, token, endpoint)
 
 
 @contextmanager
@@ -474,8 +349,6 @@ def _storage_errors(root: Path) -> Iterator[None]:
     except BlockingIOError as err:
         raise FetchError("busy", f"{root}: another download into this folder is running") from err
     except OSError as err:
-        if isinstance(err, HfHubHTTPError | OfflineModeIsEnabled):
-            raise
         if err.errno in (errno.ENOSPC, errno.EDQUOT):
             raise FetchError("disk_full", f"{root}: disk full while downloading") from err
         where = err.filename or root
@@ -487,21 +360,6 @@ def _held(store: ModelDir) -> Iterator[None]:
     store.root.mkdir(parents=True, exist_ok=True)
     with store.locked():
         yield
-
-
-def _remote_file(entry: RepoFile) -> RemoteFile:
-    lfs = entry.lfs
-    return RemoteFile(
-        path=entry.path,
-        size=int(lfs.size if lfs is not None else entry.size),
-        git_oid=entry.blob_id,
-        sha256=lfs.sha256 if lfs is not None else None,
-    )
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
 
 
 def _mb(size: int) -> str:

@@ -1,0 +1,31 @@
+"""The one error a voice download raises, with a ``reason`` the integration translates."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .errors import DownloadError
+
+Reason = Literal[
+    "unknown_repo",  # no such repo, or private and no (valid) token
+    "unknown_revision",
+    "unknown_speaker",
+    "bad_layout",  # the repo is not a voices repo (a required file or folder is missing)
+    "unauthorized",  # gated repo, or the token was refused
+    "offline",  # the Hub cannot be reached (or HF_HUB_OFFLINE is set)
+    "hub_error",  # the Hub answered with an unexpected HTTP status
+    "interrupted",  # a transfer broke mid-file: the next call continues it
+    "verification",  # size or hash differs from what the Hub lists
+    "disk_full",
+    "storage",  # the model folder cannot be written
+    "busy",  # another download into the same folder is running
+]
+
+
+class FetchError(DownloadError):
+    """A download failed; ``reason`` says why in one word, the message in one line."""
+
+    def __init__(self, reason: Reason, message: str) -> None:
+        super().__init__(message)
+        self.reason: Reason = reason
+        self.translation_key = f"download_{reason}"

@@ -32,12 +32,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-LFS_SUFFIXES = (
-    ".onnx",
-    ".npy",
-    ".bin",
-    ".safetensors",
-)  # what a voices repo's .gitattributes tracks
+# What a voices repo's .gitattributes sends to LFS (those get X-Linked-* headers and an sha256).
+LFS_SUFFIXES = (".onnx", ".npy", ".bin", ".safetensors")
 _API = re.compile(
     r"^/api/models/(?P<repo>[^/]+/[^/]+)(/(?P<kind>revision|tree)/(?P<rev>[^/]+)(?P<path>/.*)?)?$"
 )

@@ -16,6 +16,7 @@ from custom_components.yomiage.engine.text.readings import (
     dates,
     english,
     english_model,
+    fraction,
     numerals,
     pictographs,
     plain_numbers,
@@ -159,6 +160,8 @@ def test_very_long_digit_runs_are_read_digit_by_digit() -> None:
     """Beyond 20 digits a number is a code; int() would refuse 5000 digits anyway."""
     assert plain_numbers.read_plain_numbers("9" * 5000) == "九" * 5000
     assert plain_numbers.read_plain_numbers("1" + "0" * 20) == "一" + "ゼロ" * 20
+    assert units.read_units("9" * 5000 + "K").endswith("九ケルビン")
+    assert fraction.read_fractions("1/" + "9" * 5000).startswith("九九")
 
 
 def test_plain_numbers_leave_no_digit() -> None:

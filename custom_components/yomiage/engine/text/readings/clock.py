@@ -1,4 +1,4 @@
-"""Clock times: "7:30", "07:05:09", "午後7:30", "7:30 PM", "7pm" → 七時三十分, 午後七時 ….
+"""Clock times: "7:30", "07:05:09", "午後7:30", "7:30 PM", "7pm" → 七時サンジュップン, 午後七時 ….
 
 Hours 0–24 with two-digit minutes are times; anything else with a colon ("25:61", "3:2") is left
 alone. Twelve-hour times follow the Japanese convention: 12 AM is 午前零時 and 12 PM 午後零時.
@@ -27,7 +27,7 @@ _LAST_HOUR = 24
 
 
 def _prefix(marker: str | None) -> str:
-    """ "午後" / "pm" / "P.M." → 午後, "AM" → 午前, nothing → nothing."""
+    """午後 for 午後, pm or P.M.; 午前 for 午前, AM or a.m.; nothing without a marker."""
     if not marker:
         return ""
     if marker in ("午前", "午後"):

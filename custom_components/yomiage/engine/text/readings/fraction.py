@@ -14,10 +14,10 @@ _FRACTION = re.compile(r"(?<![A-Za-z0-9./:])(\d+)/(\d+)(?![\d/.]|[A-Za-z])")
 
 
 def _fraction(match: re.Match[str]) -> str:
-    numerator, denominator = int(match.group(1)), int(match.group(2))
-    if denominator == 0:
-        return f"{numerals.integer(numerator)}割る{numerals.integer(denominator)}"
-    return f"{numerals.integer(denominator)}分の{numerals.integer(numerator)}"
+    numerator, denominator = (numerals.number("", part, None) for part in match.groups())
+    if not match.group(2).strip("0"):  # "5/0" is no fraction; say what is written
+        return f"{numerator}割る{denominator}"
+    return f"{denominator}分の{numerator}"
 
 
 def read_fractions(text: str) -> str:

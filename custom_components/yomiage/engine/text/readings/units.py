@@ -121,7 +121,8 @@ def _speed_word_before(text: str, start: int) -> bool:
 def _is_unit(match: re.Match[str]) -> bool:
     if match.group(5) != "K":
         return True
-    return int(match.group(3).replace(",", "")) >= _LOWEST_KELVIN
+    whole = match.group(3).replace(",", "")
+    return len(whole) > len(str(_LOWEST_KELVIN)) or int(whole) >= _LOWEST_KELVIN
 
 
 def _quantity(match: re.Match[str]) -> str:

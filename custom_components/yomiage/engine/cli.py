@@ -61,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     read = commands.add_parser("read", help="print the reading (katakana), one sentence a line")
     read.add_argument("text")
+    read.add_argument("--user-dict", type=Path, help="CSV of surface,reading,accent to read with")
+    read.add_argument(
+        "--verbose", action="store_true", help="show the normalised text before each reading"
+    )
     read.set_defaults(handler=_read)
 
     from .download_cli import add_subcommands as add_download_commands
@@ -163,8 +167,15 @@ def _summary(
 def _read(args: argparse.Namespace) -> int:
     from .text.frontend import Frontend
 
-    for line in Frontend().reading(args.text):
-        print(line)
+    if args.user_dict is not None:
+        from .text.readings.user_dict import UserDictionary
+
+        UserDictionary.from_file(args.user_dict).apply()
+    frontend = Frontend()
+    for sentence in frontend.split(args.text):
+        if args.verbose:
+            print(f"{sentence}\t", end="")
+        print(frontend.reading(sentence)[0])
     return 0
 
 

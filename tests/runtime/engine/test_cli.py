@@ -62,7 +62,7 @@ def test_read_prints_katakana_per_sentence() -> None:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 2
-    assert all(re.fullmatch(r"[ァ-ヴー]+[.!?]?", line) for line in lines), lines
+    assert all(re.fullmatch(r"[ァ-ヴー]+[。！？.!?]?", line) for line in lines), lines
     assert lines[1].startswith("アシタ")
 
 

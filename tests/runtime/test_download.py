@@ -396,3 +396,10 @@ def test_one_download_per_folder(hub: FakeHub, model_dir: Path) -> None:
 class _Usage:
     def __init__(self, free: int) -> None:
         self.free = free
+
+
+def test_a_hub_address_that_is_not_a_url(model_dir: Path) -> None:
+    with pytest.raises(FetchError) as caught:
+        fetch_bundle(model_dir, REPO, endpoint="127.0.0.1:9")
+    assert caught.value.reason == "offline"
+    assert "127.0.0.1:9" in str(caught.value)

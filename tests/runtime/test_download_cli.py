@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from custom_components.yomiage.engine.download import FetchError, Progress, local_bundle
-from custom_components.yomiage.engine.download_cli import ProgressBar, add_subcommands
+from custom_components.yomiage.engine.cli import main
+from custom_components.yomiage.engine.download import Progress, local_bundle
+from custom_components.yomiage.engine.download_cli import ProgressBar
 
 from .fakehub import FakeHub, FakeRepo
 from .test_download import REPO, hub_settings, voices_files
@@ -26,11 +26,8 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
 
 
 def run(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="yomiage")
-    add_subcommands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    status: int = args.handler(args)
-    return status
+    """The ``yomiage`` command as installed (cli.main wires these commands in)."""
+    return main(list(argv))
 
 
 def test_fetch_chosen_speakers_into_a_folder(
@@ -52,10 +49,14 @@ def test_fetch_takes_several_speakers(hub: FakeHub, tmp_path: Path) -> None:
     assert local_bundle(tmp_path, ["F1", "M1"]) == tmp_path
 
 
-def test_fetch_errors_are_yomiage_errors(hub: FakeHub, tmp_path: Path) -> None:
-    with pytest.raises(FetchError) as caught:
-        run("fetch", "voices/missing", "--to", str(tmp_path))
-    assert caught.value.reason == "unknown_repo"
+def test_fetch_errors_are_one_line_and_exit_2(
+    hub: FakeHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("fetch", "voices/missing", "--to", str(tmp_path)) == 2
+    assert (
+        capsys.readouterr().err == "yomiage: voices/missing: no such repo on the Hub "
+        "(a private one needs a token)\n"
+    )
 
 
 def test_speakers_lists_names_and_sizes(hub: FakeHub, capsys: pytest.CaptureFixture[str]) -> None:

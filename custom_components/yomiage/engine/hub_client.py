@@ -107,7 +107,9 @@ class HubClient:
         if isinstance(err, GatedRepoError):  # a RepositoryNotFoundError: test it first
             return FetchError("unauthorized", f"{repo}: gated repo, accept its terms, give a token")
         if isinstance(err, RepositoryNotFoundError):
-            return FetchError("unknown_repo", f"{repo}: no such repo on the Hub (private? token)")
+            return FetchError(
+                "unknown_repo", f"{repo}: no such repo on the Hub (a private one needs a token)"
+            )
         if isinstance(err, RevisionNotFoundError):
             return FetchError("unknown_revision", f"{repo}: no revision {revision!r}")
         if isinstance(err, RemoteEntryNotFoundError):
@@ -117,6 +119,9 @@ class HubClient:
             return FetchError("offline", f"{repo}: HF_HUB_OFFLINE is set, cannot download")
         if isinstance(err, HfHubHTTPError):
             return _http_status_error(err, repo)
+        if isinstance(err, httpx2.UnsupportedProtocol | httpx2.InvalidURL):
+            where = self.endpoint or os.environ.get("HF_ENDPOINT", "")
+            return FetchError("offline", f"the Hub address {where!r} is not an http(s) URL")
         if isinstance(err, httpx2.ConnectError | httpx2.ConnectTimeout):
             where = self.endpoint or "huggingface.co"
             return FetchError("offline", f"cannot reach the Hub ({where}): {_first_line(err)}")

@@ -96,7 +96,7 @@ def _resolve_line_breaks(text: str) -> str:
     def replace(match: re.Match[str]) -> str:
         before = text[: match.start()]
         if not before.strip() or ends_sentence(before):
-            return ""
+            return " "  # deleted later; until then it keeps "1.\n2" from reading as 1.2
         return "。"
 
     return _LINE_BREAK_RUN.sub(replace, text)

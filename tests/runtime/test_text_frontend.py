@@ -1,0 +1,124 @@
+"""The Frontend the engine uses: sentences, readings, speakability, errors and thread safety."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from custom_components.yomiage.engine.errors import InvalidTextError
+from custom_components.yomiage.engine.text.frontend import Frontend, PhoneSequence
+from tests.runtime.conftest import FIXTURES
+
+SENTENCES = [
+    case["text"]
+    for case in json.loads((FIXTURES / "g2p_golden.json").read_text(encoding="utf-8"))["g2p"]
+]
+
+
+@pytest.fixture(scope="module")
+def frontend() -> Frontend:
+    return Frontend()
+
+
+def test_split_gives_normalised_speakable_sentences(frontend: Frontend) -> None:
+    text = "おはようございます。\n今日は「晴れ」です！😀\n\n明日は？"
+    assert frontend.split(text) == ["おはようございます.", "今日は'晴れ'です!", "明日は?"]
+
+
+def test_split_and_analyse_agree_with_normalize(frontend: Frontend) -> None:
+    text = "今日は、いい天気ですね。散歩に行きましょう！"
+    sentences = frontend.split(text)
+    assert "".join(sentences) == frontend.normalize(text)
+    for sentence in sentences:
+        assert frontend.analyse(sentence).text == sentence
+
+
+def test_reading_is_katakana_per_sentence(frontend: Frontend) -> None:
+    assert frontend.reading("今日は良い天気ですね。「本当？」") == [
+        "キョーワヨイテンキデスネ。",
+        "ホントー？",
+    ]
+    assert frontend.reading("コーヒー、ください") == ["コーヒー、クダサイ"]
+
+
+@pytest.mark.parametrize(
+    ("text", "speakable"),
+    [("あ", True), ("ABC", True), ("😀", False), ("#$%&", False), ("、。！", False), ("々", False)],
+)
+def test_is_speakable(frontend: Frontend, text: str, speakable: bool) -> None:
+    assert frontend.is_speakable(text) is speakable
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "text is empty"),
+        (" \n\t　", "text is empty"),
+        ("😀🎉", "nothing speakable in '😀🎉'"),
+        ("#$%&", "nothing speakable in '#$%&'"),
+        ("！？…", "nothing speakable in '！？…'"),
+        ("々。", "nothing speakable in '々。'"),
+    ],
+)
+def test_split_refuses_text_with_nothing_to_say(
+    frontend: Frontend, text: str, message: str
+) -> None:
+    with pytest.raises(InvalidTextError) as error:
+        frontend.split(text)
+    assert str(error.value) == message
+
+
+def test_errors_name_the_problem(frontend: Frontend) -> None:
+    with pytest.raises(InvalidTextError, match=r"^text must be a string, not bytes$"):
+        frontend.split(b"abc")  # type: ignore[arg-type]
+    with pytest.raises(InvalidTextError, match=r"^text is empty$"):
+        frontend.analyse("")
+    with pytest.raises(InvalidTextError, match=r"^nothing speakable in"):
+        frontend.analyse("!?.")
+    with pytest.raises(InvalidTextError, match=r"^nothing speakable in"):
+        frontend.analyse("々")  # OpenJTalk has no reading for it alone
+    with pytest.raises(ValueError, match="wants normalised text"):
+        frontend.analyse("今日は 晴れ。")
+    with pytest.raises(InvalidTextError, match=r"^text is empty$"):
+        frontend.reading("   ")
+    with pytest.raises(InvalidTextError) as error:
+        frontend.split("😀\n" * 100)  # the message stays one short line
+    assert len(str(error.value)) <= 70 and "\n" not in str(error.value)
+
+
+def test_sequences_are_read_only(frontend: Frontend) -> None:
+    sequence = frontend.analyse("はい.")
+    with pytest.raises(ValueError, match="read-only"):
+        sequence.phones[0] = 5
+
+
+def test_threads_get_the_serial_results(frontend: Frontend) -> None:
+    serial = [_arrays(frontend.analyse(text)) for text in SENTENCES]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for _ in range(3):
+            parallel = list(pool.map(lambda text: _arrays(frontend.analyse(text)), SENTENCES))
+            assert parallel == serial
+        readings = list(pool.map(frontend.reading, SENTENCES))
+    assert readings == [frontend.reading(text) for text in SENTENCES]
+
+
+def test_separate_frontends_share_one_openjtalk_safely() -> None:
+    texts = SENTENCES[:20]
+    expected = [_arrays(Frontend().analyse(text)) for text in texts]
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        got = list(pool.map(lambda text: _arrays(Frontend().analyse(text)), texts * 3))
+    assert got == expected * 3
+
+
+def _arrays(sequence: PhoneSequence) -> tuple[str, list[int], list[int], list[int], list[int]]:
+    assert all(isinstance(a, np.ndarray) for a in (sequence.phones, sequence.word2ph))
+    return (
+        sequence.text,
+        sequence.phones.tolist(),
+        sequence.tones.tolist(),
+        sequence.languages.tolist(),
+        sequence.word2ph.tolist(),
+    )

@@ -1,0 +1,150 @@
+"""Sentence splitting: boundaries, the length budget, round trips and the streaming accumulator."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from custom_components.yomiage.engine.text import normalize as normalize_module
+from custom_components.yomiage.engine.text.frontend import Frontend
+from custom_components.yomiage.engine.text.normalize import has_speakable, normalize
+from custom_components.yomiage.engine.text.split import (
+    MAX_SENTENCE_CHARS,
+    SentenceAccumulator,
+    split_sentences,
+)
+
+_PIECES = [*"あいうかきゃっんーアイカッン今日天気雨、。！？!?,.「」』）)…〜 \n\t　"]
+TEXT = st.lists(
+    st.sampled_from([*_PIECES, "😀", "12", "1,000", "3.5", "ABC", "x", "\r\n"]), max_size=60
+).map("".join)
+
+
+@pytest.fixture
+def plain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The readings rules off, so the round-trip properties test this module alone."""
+    monkeypatch.setattr(normalize_module, "rewrite", lambda text: text)
+
+
+@pytest.mark.parametrize(
+    ("text", "pieces"),
+    [
+        ("晴れ。雨！曇り？", ["晴れ。", "雨！", "曇り？"]),
+        ("本当?!うそ!!", ["本当?!", "うそ!!"]),
+        ("彼は「行く。」と言った。", ["彼は「行く。」", "と言った。"]),  # closers stay
+        ("『はい！』（笑）次", ["『はい！』", "（笑）次"]),
+        ("一行目\n二行目\r\n\n三行目", ["一行目\n", "二行目\r\n\n", "三行目"]),
+        (
+            "終わり。  \n 次",
+            ["終わり。  \n ", "次"],
+        ),  # the whitespace goes with the sentence before
+        ("3.14と1,000。次", ["3.14と1,000。", "次"]),  # no cut at "." or inside numbers
+        ("はい。😀。次です", ["はい。😀。", "次です"]),  # nothing speakable: joins the one before
+        ("！！。こんにちは。", ["！！。こんにちは。"]),  # ... or the next, at the start
+        ("😀", ["😀"]),  # nothing speakable at all: one piece, for the caller to refuse
+        (" \n\t ", []),
+        ("", []),
+    ],
+)
+def test_boundaries(text: str, pieces: list[str]) -> None:
+    assert split_sentences(text) == pieces
+
+
+def test_long_sentence_is_cut_after_commas_then_spaces_then_between_kana() -> None:
+    clause = "今日はとても良い天気なので、"
+    long_text = clause * 12 + "散歩に行きます。"
+    pieces = split_sentences(long_text)
+    assert len(pieces) > 1 and "".join(pieces) == long_text
+    assert all(piece.endswith(("、", "。")) for piece in pieces)
+    assert all(len(normalize(piece)) <= MAX_SENTENCE_CHARS for piece in pieces)
+
+    words = "word " * 40
+    assert all(piece.endswith(" ") for piece in split_sentences(words))
+
+    kana = "あいうえお" * 40 + "ん" + "っか" * 30
+    pieces = split_sentences(kana)
+    assert "".join(pieces) == kana and len(pieces) > 2
+    assert all(len(normalize(piece)) <= MAX_SENTENCE_CHARS for piece in pieces)
+    assert not any(piece.startswith(("ん", "っ")) for piece in pieces)  # they belong before
+
+
+def test_numbers_with_commas_are_never_cut() -> None:
+    text = "、".join(["1,234,567円"] * 12)
+    pieces = split_sentences(text, budget=30)
+    assert "".join(pieces) == text
+    assert all(piece.rstrip("、").count(",") % 2 == 0 for piece in pieces)
+
+
+@pytest.mark.usefixtures("plain")
+@settings(max_examples=300, deadline=None)
+@given(TEXT, st.integers(min_value=4, max_value=MAX_SENTENCE_CHARS))
+def test_round_trip(text: str, budget: int) -> None:
+    pieces = split_sentences(text, budget=budget)
+    if not text.strip():
+        assert pieces == []
+        return
+    assert "".join(pieces) == text
+    assert "".join(normalize(piece) for piece in pieces) == normalize(text)
+    if len(pieces) > 1:
+        assert all(has_speakable(normalize(piece)) for piece in pieces)
+
+
+@pytest.mark.usefixtures("plain")
+@settings(max_examples=200, deadline=None)
+@given(TEXT, st.integers(min_value=4, max_value=MAX_SENTENCE_CHARS))
+def test_accumulator_fed_character_by_character_gives_the_split(text: str, budget: int) -> None:
+    accumulator = SentenceAccumulator(budget=budget)
+    sentences = [sentence for char in text for sentence in accumulator.feed(char)]
+    assert sentences + accumulator.flush() == split_sentences(text, budget=budget)
+
+
+@pytest.mark.usefixtures("plain")
+@settings(max_examples=100, deadline=None)
+@given(TEXT, st.randoms(use_true_random=False))
+def test_accumulator_fed_random_chunks_gives_the_split(text: str, rng: random.Random) -> None:
+    accumulator = SentenceAccumulator()
+    sentences: list[str] = []
+    start = 0
+    while start < len(text):
+        end = start + rng.randint(1, 12)
+        sentences += accumulator.feed(text[start:end])
+        start = end
+    assert sentences + accumulator.flush() == split_sentences(text)
+
+
+def test_accumulator_waits_for_what_follows_a_sentence() -> None:
+    accumulator = SentenceAccumulator()
+    assert accumulator.feed("こんにちは。") == []  # a 」 could still follow
+    assert accumulator.feed("」") == []
+    assert accumulator.feed("😀。") == []  # not speakable: it would join this sentence
+    assert accumulator.feed("今日は") == ["こんにちは。」😀。"]
+    assert accumulator.feed("晴れ") == []
+    assert accumulator.flush() == ["今日は晴れ"]
+    assert accumulator.flush() == []
+
+
+def test_accumulator_with_openjtalk_speakability_matches_frontend_split() -> None:
+    frontend = Frontend()
+    text = "おはよう。々。今日は、晴れです！「本当？」\n明日も\n\n晴れるかな"
+    accumulator = SentenceAccumulator(frontend.is_speakable)
+    sentences = [sentence for char in text for sentence in accumulator.feed(char)]
+    sentences += accumulator.flush()
+    assert [normalize(sentence) for sentence in sentences] == frontend.split(text)
+    assert sentences[0] == "おはよう。々。"  # 々 alone is unreadable: it joins the sentence before
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "おはようございます。今日は11月29日(土)、最高気温は12.5℃の予報です。",
+        "リビングの温度は23.4°Cです！湿度は45%。\nCO2は800ppmです。",
+        "7:30に起きて、8:15に出発します。到着は9時の予定です？",
+    ],
+)
+def test_round_trip_with_the_readings_rules(text: str) -> None:
+    pieces = split_sentences(text)
+    assert "".join(pieces) == text
+    assert "".join(normalize(piece) for piece in pieces) == normalize(text)

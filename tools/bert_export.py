@@ -72,11 +72,11 @@ def write_bert(bundle_root: Path, preset: str, seed: int, *, fp32: bool | None =
     shape = _preset(preset)
     vocab = build_vocab(shape.vocab_size)
     write_tokenizer(bundle_root / TOKENIZER_DIR, vocab)
-    model = build_model(shape, len(vocab), seed)
     keep_fp32 = preset == "full" if fp32 is None else fp32
     with tempfile.TemporaryDirectory(prefix="bert-export-") as scratch:
         traced = Path(scratch) / "traced.onnx"
-        export_fp32(model, traced)
+        # The model lives only inside this call: its 1.2 GB (full) are free for what follows.
+        export_fp32(build_model(shape, len(vocab), seed), traced)
         fp32_path = bundle_root / FP32_PATH if keep_fp32 else Path(scratch) / "bert.onnx"
         fold_constants(traced, fp32_path)
         quantize_q8(fp32_path, bundle_root / Q8_PATH)

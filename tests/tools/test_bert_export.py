@@ -19,6 +19,7 @@ import onnxruntime as ort
 import pytest
 import torch
 from numpy.typing import NDArray
+from yomiage_engine.tokenizer import CharTokenizer
 
 from tools.bert_export import (
     BERT_HIDDEN,
@@ -90,6 +91,17 @@ def test_writes_the_bundle_files(bundle: Path) -> None:
     assert not any(
         init.data_location == onnx.TensorProto.EXTERNAL for init in model.graph.initializer
     )
+
+
+def test_tokenizer_matches_the_graph(bundle: Path) -> None:
+    """Every id the tokenizer can give has an embedding row, and no row is unreachable."""
+    tokenizer = CharTokenizer.from_dir(bundle / TOKENIZER_DIR)
+    model = onnx.load(str(bundle / Q8_PATH))
+    (embeddings,) = [
+        i for i in model.graph.initializer if i.name.endswith("word_embeddings.weight")
+    ]
+    assert embeddings.dims[0] == tokenizer.vocab_size == len(tokenizer.vocab)
+    assert tokenizer.encode("今日は、晴れ。ABC")[1:-1].count(tokenizer.unk_id) == 0
 
 
 def test_tiny_bert_stays_small(bundle: Path) -> None:

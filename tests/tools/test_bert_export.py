@@ -5,7 +5,8 @@ every MatMul input per call (one scale per activation tensor, 256 levels over it
 weights to int8, so each MatMul carries ~0.2 % of its operand range as error; on LayerNorm'd
 features (std ~1) that measured 2e-4 RMS, 3e-3 max on the tiny model. We allow 2e-3 RMS / 1e-2 max:
 ten times the measurement, and still four times below the distance between neighbouring layers
-(>= 9e-3 RMS), so taking the wrong layer fails.
+(>= 9e-3 RMS), so taking the wrong layer fails. (The full preset, 22 quantised layers deep, was
+measured at 0.048 RMS / 0.22 max against PyTorch, its neighbouring layers 0.59 RMS apart.)
 """
 
 from __future__ import annotations

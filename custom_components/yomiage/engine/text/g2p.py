@@ -104,7 +104,9 @@ def _align_tones(phones: list[str], spoken: list[PhoneTone]) -> list[int]:
 def _word2ph(text: str, words: Sequence[_Word]) -> list[int]:
     phone_counts = [len(word.phones) for word in words]
     char_counts = _chars_per_word(text, [word.surface for word in words])
-    phone_counts, char_counts = _give_away_charless(phone_counts, char_counts)
+    if not any(char_counts):  # OpenJTalk found no words: whatever there is goes to the start
+        return distribute(sum(phone_counts), 1) + [0] * (len(text) - 1) if text else []
+    phone_counts = _give_away_charless(phone_counts, char_counts)
     return [
         share
         for phones, chars in zip(phone_counts, char_counts, strict=True)
@@ -136,22 +138,16 @@ def _chars_per_word(text: str, surfaces: Sequence[str]) -> list[int]:
                 source = max(a_start - 1, 0)
             if owner:
                 counts[owner[min(source, len(owner) - 1)]] += 1
-    if not owner and text:
-        raise ValueError(f"OpenJTalk found no words in {text!r}")
     return counts
 
 
-def _give_away_charless(
-    phone_counts: list[int], char_counts: list[int]
-) -> tuple[list[int], list[int]]:
-    """A word without characters hands its phones to the nearest earlier word that has some
-    (at the start: the first later one), so that no phone is lost."""
+def _give_away_charless(phone_counts: list[int], char_counts: list[int]) -> list[int]:
+    """Phone counts after each word without characters handed its phones to the nearest earlier
+    word that has some (at the start: the first later one), so that no phone is lost."""
     phones = list(phone_counts)
     owners = [index for index, chars in enumerate(char_counts) if chars]
-    if not owners:
-        raise ValueError("no word of the text covers a character")
     for index, chars in enumerate(char_counts):
         if chars == 0 and phones[index]:
             target = owners[max(bisect_left(owners, index) - 1, 0)]
             phones[target], phones[index] = phones[target] + phones[index], 0
-    return phones, list(char_counts)
+    return phones

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyopenjtalk
-from pyopenjtalk.types import NJDFeature
+
+if TYPE_CHECKING:  # pyopenjtalk-plus ships types; other OpenJTalk builds (tools/peer) do not
+    from pyopenjtalk.types import NJDFeature
 
 _LOCK = threading.Lock()
 _DEVOICING_MARK = "’"  # OpenJTalk marks a devoiced mora in readings (デス’); phones ignore it

@@ -20,6 +20,7 @@ from custom_components.yomiage.engine.text.normalize import (
 )
 from custom_components.yomiage.engine.text.numbers import digits_to_words, integer_words
 from custom_components.yomiage.engine.text.symbols import PUNCTUATIONS
+from custom_components.yomiage.engine.tokenizer import DEFAULT_SPECIALS, CharTokenizer
 from tests.runtime.conftest import FIXTURES
 
 GOLDEN: dict[str, Any] = json.loads((FIXTURES / "g2p_golden.json").read_text(encoding="utf-8"))
@@ -34,6 +35,11 @@ TEXT = st.text(
         + list("0123456789０１ABCabcａｂαβ $¥€-—―‐%#😀🎉\u3099\u309b\u3000\t\n\r")
     ),
     max_size=60,
+)
+
+
+BERT_CHARACTERS = CharTokenizer.from_vocab(
+    {token: index for index, token in enumerate(DEFAULT_SPECIALS.values())}
 )
 
 
@@ -69,6 +75,7 @@ def test_readings_rules_run_first(monkeypatch: pytest.MonkeyPatch) -> None:
         ("一行目\n二行目", "一行目.二行目"),  # a line break ends a sentence
         ("一行目。\n二行目", "一行目.二行目"),  # ... once: SBV2 made this ".."
         ("「はい！」\r\n\n  次", "'はい!'次"),  # already ended, behind a closing bracket
+        ("[MASK]と[CLS]", "'MASK'と'CLS'"),  # BERT's special tokens cannot survive
         ("\n\n  始まり", "始まり"),  # nothing before it
         ("終わり\n", "終わり."),
         ("12.\n1,000", "十二.千"),  # the dropped line break still separates the numbers
@@ -132,7 +139,8 @@ def test_helpers() -> None:
 def test_output_is_what_bert_and_openjtalk_expect(text: str) -> None:
     result = normalize(text)
     assert not any(char.isspace() for char in result)
-    assert unicodedata.normalize("NFKC", result) == result  # one BERT token per character
+    assert unicodedata.normalize("NFKC", result) == result
+    assert BERT_CHARACTERS.characters(result) == list(result)  # one BERT token per character
     assert not any(char.isdigit() for char in result)
     assert all(char in PUNCTUATIONS or char.isalpha() or char in "ー々〇" for char in result)
     assert is_normalized(result)

@@ -20,11 +20,11 @@ from typing import Final
 
 from .normalize import CLOSING_MARKS, LINE_BREAKS, has_speakable, normalize
 
-# Budget for one sentence, in characters of normalised text (= BERT tokens). 80 characters are
-# ~100-130 morae, 13-17 s of speech at a natural ~7.5 morae/s: longer than almost any sentence
-# people write, longer than the clips SBV2 voices are trained on (prosody drifts beyond), and
-# short enough that the first sentence of a long text is ready quickly on a Raspberry Pi (the
-# engine speaks sentence by sentence) and BERT's attention (quadratic) stays cheap.
+# Budget for one sentence, in characters of normalised text (= BERT tokens, the unit the engine
+# batches). 80 characters are ~100-130 morae, 13-17 s of speech at a natural ~7.5 morae/s: more
+# than almost any sentence people write or voices are trained on, so it cuts only run-ons; and
+# short enough that the first sentence of a long text is ready soon on a Raspberry Pi (the engine
+# speaks sentence by sentence) and that BERT's attention (quadratic in length) stays cheap.
 MAX_SENTENCE_CHARS: Final = 80
 
 _TERMINATORS: Final = "。｡！？!?"

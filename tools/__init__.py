@@ -1,1 +1,1 @@
-"""PyTorch side of Yomiage: reference model, exporter, bundle builder. Never imported at run time."""
+"""PyTorch side of Yomiage: reference model, exporter, bundle builder (never used at run time)."""

@@ -1,0 +1,290 @@
+"""Export an SBV2 JP-Extra model folder to the speaker part of a Yomiage bundle.
+
+    python -m tools.export MODEL_DIR --out BUNDLE_DIR [--name SPEAKER] [--checkpoint FILE]
+
+MODEL_DIR holds SBV2's ``config.json``, one checkpoint (``*.safetensors``, or ``*.pth``) and
+``style_vectors.npy``. Written: ``BUNDLE_DIR/onnx/speakers/<name>/{config.json, style_vectors.npy,
+synthesizer.onnx, duration_predictor.onnx}``; the graph contracts are in docs/ARCHITECTURE.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import torch
+from tqdm import tqdm
+
+from .model import ModelConfig, ModelFileError, SynthesizerTrn, load_config, load_model
+from .model.config import N_SYMBOLS, STYLE_DIM
+
+OPSET = 17
+SPEAKERS_DIR = Path("onnx/speakers")
+SYNTHESIZER_FILE = "synthesizer.onnx"
+DURATION_FILE = "duration_predictor.onnx"
+TEXT_INPUTS = ("x", "x_lengths", "sid", "tone", "language", "bert", "style_vec")
+SYNTHESIZER_INPUTS = (*TEXT_INPUTS, "noise_scale", "length_scale", "noise_scale_w", "sdp_ratio")
+DURATION_INPUTS = (*TEXT_INPUTS, "length_scale", "noise_scale_w", "sdp_ratio")
+DYNAMIC_AXES = {
+    "x": {1: "phones"},
+    "tone": {1: "phones"},
+    "language": {1: "phones"},
+    "bert": {2: "phones"},
+    "audio": {2: "samples"},
+    "durations": {1: "phones"},
+}
+JP_LANGUAGE_ID = 1
+JP_TONE_START = 6
+TRACE_PHONES = 33  # any length works: the graphs are traced with every length axis dynamic
+
+
+class SynthesizerGraph(torch.nn.Module):
+    """synthesizer.onnx: the text inputs and four scalars -> ``audio`` [1, 1, S]."""
+
+    def __init__(self, model: SynthesizerTrn) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        x_lengths: torch.Tensor,
+        sid: torch.Tensor,
+        tone: torch.Tensor,
+        language: torch.Tensor,
+        bert: torch.Tensor,
+        style_vec: torch.Tensor,
+        noise_scale: torch.Tensor,
+        length_scale: torch.Tensor,
+        noise_scale_w: torch.Tensor,
+        sdp_ratio: torch.Tensor,
+    ) -> torch.Tensor:
+        return self.model.infer(
+            x,
+            x_lengths,
+            sid,
+            tone,
+            language,
+            bert,
+            style_vec,
+            noise_scale=noise_scale,
+            length_scale=length_scale,
+            noise_scale_w=noise_scale_w,
+            sdp_ratio=sdp_ratio,
+        )
+
+
+class DurationGraph(torch.nn.Module):
+    """duration_predictor.onnx: the text inputs and three scalars -> ``durations`` [1, P]."""
+
+    def __init__(self, model: SynthesizerTrn) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        x_lengths: torch.Tensor,
+        sid: torch.Tensor,
+        tone: torch.Tensor,
+        language: torch.Tensor,
+        bert: torch.Tensor,
+        style_vec: torch.Tensor,
+        length_scale: torch.Tensor,
+        noise_scale_w: torch.Tensor,
+        sdp_ratio: torch.Tensor,
+    ) -> torch.Tensor:
+        return self.model.predict_durations(
+            x,
+            x_lengths,
+            sid,
+            tone,
+            language,
+            bert,
+            style_vec,
+            length_scale=length_scale,
+            noise_scale_w=noise_scale_w,
+            sdp_ratio=sdp_ratio,
+        )
+
+
+def example_inputs(
+    config: ModelConfig, n_phones: int = TRACE_PHONES, seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """Plausible graph inputs (blank-interleaved JP phones, default scalars) for tracing/tests."""
+    generator = torch.Generator().manual_seed(seed)
+    phones = torch.randint(1, N_SYMBOLS, (1, n_phones), generator=generator)
+    phones[:, ::2] = 0  # blanks between phones, as add_blank produces
+    tones = JP_TONE_START + torch.randint(0, 2, (1, n_phones), generator=generator)
+    return {
+        "x": phones,
+        "x_lengths": torch.tensor([n_phones]),
+        "sid": torch.tensor([0]),
+        "tone": tones,
+        "language": torch.full((1, n_phones), JP_LANGUAGE_ID),
+        "bert": torch.randn(1, config.net.bert_dim, n_phones, generator=generator),
+        "style_vec": torch.randn(1, STYLE_DIM, generator=generator),
+        "noise_scale": torch.tensor([0.6]),
+        "length_scale": torch.tensor([1.0]),
+        "noise_scale_w": torch.tensor([0.8]),
+        "sdp_ratio": torch.tensor([0.2]),
+    }
+
+
+def export_graph(
+    module: torch.nn.Module,
+    inputs: dict[str, torch.Tensor],
+    input_names: Sequence[str],
+    output_name: str,
+    path: Path,
+) -> None:
+    """Trace ``module`` to ONNX (opset 17, TorchScript exporter) and check the written file."""
+    with warnings.catch_warnings(), torch.no_grad():
+        # Tracer chatter (shape-dependent Python values, deprecation of dynamo=False) is noise here:
+        # the parity tests check that one graph serves every length.
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            module,
+            tuple(inputs[name] for name in input_names),
+            str(path),
+            input_names=list(input_names),
+            output_names=[output_name],
+            dynamic_axes={
+                k: DYNAMIC_AXES[k] for k in (*input_names, output_name) if k in DYNAMIC_AXES
+            },
+            opset_version=OPSET,
+            dynamo=False,
+        )
+    _declare_output_shape(path, output_name)
+    onnx.checker.check_model(str(path), full_check=True)
+
+
+OUTPUT_SHAPES: dict[str, tuple[int | str, ...]] = {
+    "audio": (1, 1, "samples"),
+    "durations": (1, "phones"),
+}
+
+
+def _declare_output_shape(path: Path, output_name: str) -> None:
+    """Write the contract's output shape (the tracer leaves the batch axis as an odd symbol)."""
+    graph_model = onnx.load(str(path))
+    (output,) = graph_model.graph.output
+    dims = output.type.tensor_type.shape.dim
+    for dim, size in zip(dims, OUTPUT_SHAPES[output_name], strict=True):
+        if isinstance(size, int):
+            dim.dim_value = size
+        else:
+            dim.dim_param = size
+    onnx.save(graph_model, str(path))
+
+
+@dataclass(frozen=True)
+class ModelFolder:
+    """The three files of an SBV2 model folder that the exporter reads."""
+
+    config: Path
+    checkpoint: Path
+    style_vectors: Path
+
+    @classmethod
+    def find(cls, folder: Path, checkpoint: Path | None = None) -> ModelFolder:
+        if not folder.is_dir():
+            raise ModelFileError(folder, "model folder does not exist")
+        return cls(
+            config=folder / "config.json",
+            checkpoint=checkpoint or _single_checkpoint(folder),
+            style_vectors=folder / "style_vectors.npy",
+        )
+
+
+def _single_checkpoint(folder: Path) -> Path:
+    candidates = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.pth"))
+    if not candidates:
+        raise ModelFileError(folder, "no checkpoint (*.safetensors or *.pth) in the model folder")
+    if len(candidates) > 1:
+        names = ", ".join(p.name for p in candidates)
+        raise ModelFileError(folder, f"several checkpoints ({names}); choose one with --checkpoint")
+    return candidates[0]
+
+
+def load_style_vectors(path: Path, config: ModelConfig) -> np.ndarray:
+    """float32 [n_styles, 256] with a row for every style of ``data.style2id``."""
+    if not path.is_file():
+        raise ModelFileError(path, "file is missing")
+    try:
+        vectors = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
+        raise ModelFileError(path, f"not a readable .npy file ({err})") from None
+    if vectors.ndim != 2 or vectors.shape[1] != STYLE_DIM or vectors.dtype.kind != "f":
+        raise ModelFileError(
+            path, f"expected float [n_styles, {STYLE_DIM}], found {vectors.dtype} {vectors.shape}"
+        )
+    needed = max(config.style2id.values()) + 1
+    if vectors.shape[0] < needed:
+        raise ModelFileError(
+            path, f"{vectors.shape[0]} rows, but config.json's style2id needs {needed}"
+        )
+    if not np.isfinite(vectors).all():
+        raise ModelFileError(path, "holds NaN or infinite values")
+    return vectors.astype(np.float32)
+
+
+def export_speaker(
+    model_dir: str | Path,
+    bundle_root: str | Path,
+    name: str | None = None,
+    checkpoint: str | Path | None = None,
+    progress: bool = True,
+) -> Path:
+    """Write ``<bundle_root>/onnx/speakers/<name>/``; returns that folder."""
+    model_dir = Path(model_dir)
+    files = ModelFolder.find(model_dir, Path(checkpoint) if checkpoint else None)
+    config = load_config(files.config)
+    style_vectors = load_style_vectors(files.style_vectors, config)
+    out = Path(bundle_root) / SPEAKERS_DIR / (name or model_dir.resolve().name)
+    steps = tqdm(total=3, desc=f"export {out.name}", unit="step", disable=not progress)
+    model = load_model(config, files.checkpoint)
+    steps.update()
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(files.config, out / "config.json")
+    np.save(out / "style_vectors.npy", style_vectors)
+    inputs = example_inputs(config)
+    synthesizer = SynthesizerGraph(model)
+    export_graph(synthesizer, inputs, SYNTHESIZER_INPUTS, "audio", out / SYNTHESIZER_FILE)
+    steps.update()
+    export_graph(DurationGraph(model), inputs, DURATION_INPUTS, "durations", out / DURATION_FILE)
+    steps.update()
+    steps.close()
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.export",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("model_dir", type=Path, help="SBV2 model folder")
+    parser.add_argument("--out", type=Path, required=True, help="bundle root to write into")
+    parser.add_argument("--name", help="speaker folder name (default: the model folder's name)")
+    parser.add_argument("--checkpoint", type=Path, help="checkpoint file when there are several")
+    args = parser.parse_args(argv)
+    torch.set_flush_denormal(True)
+    try:
+        folder = export_speaker(args.model_dir, args.out, args.name, args.checkpoint)
+    except ModelFileError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(folder)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""Random-weight SBV2 voices that behave plausibly: realistic speaking rate and loudness.
+
+Weights come from numpy's PCG64 generator (stable across numpy and torch versions), so a seed
+always gives the same voice. Two calibrations follow the random draw:
+
+* durations: the output bias of both duration predictors is shifted so that a typical sequence
+  gets ``TARGET_FRAMES_PER_PHONE`` frames per phone slot (blanks included), which is a speaking
+  rate of ``TARGET_MORAE_PER_SECOND`` (uncalibrated random voices speak ~2.4x too fast);
+* loudness: the decoder's last convolution is scaled so that the signal before the final tanh
+  has a standard deviation of ``TARGET_LOUDNESS`` (no clipping, clearly audible).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from .model import ModelConfig, SynthesizerTrn, parse_config, save_checkpoint
+from .model.attention import RelativeSelfAttention
+from .model.config import N_SYMBOLS, STYLE_DIM
+from .model.flows import ElementwiseAffine
+from .model.layers import ChannelLayerNorm
+from .presets import HOP_LENGTH, SAMPLING_RATE, VoicePreset
+
+TARGET_MORAE_PER_SECOND = 7.5
+# Phone slots per mora in SBV2 JP-Extra sequences: phones (1.73 per mora, pyopenjtalk on the
+# 88 sentences of tools/peer/g2p_corpus.txt) and punctuation, doubled by the interleaved blanks.
+SLOTS_PER_MORA = 3.7
+FRAMES_PER_SECOND = SAMPLING_RATE / HOP_LENGTH
+TARGET_FRAMES_PER_PHONE = FRAMES_PER_SECOND / (TARGET_MORAE_PER_SECOND * SLOTS_PER_MORA)
+TARGET_LOUDNESS = 0.2
+CALIBRATION_LENGTHS = (25, 41, 65, 97)  # phone slots (odd: blank, phone, blank, ..., blank)
+JP_TONES = (6, 7)
+JP_LANGUAGE = 1
+STYLE_SCALE = 0.5  # spread of the random style vectors
+
+
+def morae_per_second(frames_per_phone: float) -> float:
+    """Speaking rate implied by a mean duration per phone slot."""
+    return FRAMES_PER_SECOND / (frames_per_phone * SLOTS_PER_MORA)
+
+
+@dataclass(frozen=True)
+class RandomVoice:
+    config: ModelConfig
+    model: SynthesizerTrn
+    style_vectors: np.ndarray  # float32 [n_styles, 256], row 0 = mean of the others
+
+    def write_model_folder(self, folder: Path) -> Path:
+        """An SBV2 model folder (config.json, <name>.safetensors, style_vectors.npy)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self.config.raw, ensure_ascii=False, indent=2) + "\n"
+        (folder / "config.json").write_text(text, encoding="utf-8")
+        save_checkpoint(self.model, folder / f"{folder.name}.safetensors")
+        np.save(folder / "style_vectors.npy", self.style_vectors)
+        return folder
+
+
+def random_voice(preset: VoicePreset, speaker: str, bert_dim: int, seed: int) -> RandomVoice:
+    """Build, randomise and calibrate one speaker of ``preset``."""
+    config = parse_config(preset.sbv2_config(speaker, bert_dim))
+    rng = np.random.default_rng([seed, *speaker.encode()])
+    model = SynthesizerTrn(config.net).eval()
+    randomize_(model, rng)
+    style_vectors = random_style_vectors(len(preset.styles), rng)
+    batch = calibration_batch(config, style_vectors[0], rng)
+    calibrate_durations_(model, batch)
+    calibrate_loudness_(model, batch[:1], seed)
+    return RandomVoice(config, model, style_vectors)
+
+
+def random_style_vectors(n_styles: int, rng: np.random.Generator) -> np.ndarray:
+    styles = rng.normal(0.0, STYLE_SCALE, (max(n_styles - 1, 1), STYLE_DIM))
+    rows = np.concatenate([styles.mean(axis=0, keepdims=True), styles])[:n_styles]
+    return rows.astype(np.float32)
+
+
+# --- weights ------------------------------------------------------------------------------------
+
+
+def randomize_(model: SynthesizerTrn, rng: np.random.Generator) -> None:
+    """Draw every parameter, scaled per layer type so activations stay of order one."""
+    hidden = model.net.hidden_channels
+    done: set[int] = set()
+    for name, module in model.named_modules():
+        for param_name, param in module.named_parameters(recurse=False):
+            std, mean = _init_scale(name, module, param_name, param, hidden)
+            with torch.no_grad():
+                param.copy_(torch.from_numpy(rng.normal(mean, std, tuple(param.shape))))
+            done.add(id(param))
+    missed = [n for n, p in model.named_parameters() if id(p) not in done]
+    if missed:
+        raise AssertionError(f"parameters without an initialiser: {missed}")
+
+
+def _init_scale(
+    name: str, module: nn.Module, param_name: str, param: torch.Tensor, hidden: int
+) -> tuple[float, float]:
+    """(std, mean) of the normal distribution for one parameter."""
+    if param_name == "bias":
+        return 0.02, 0.0
+    if isinstance(module, ChannelLayerNorm):
+        return 0.1, 1.0 if param_name == "gamma" else 0.0
+    if isinstance(module, ElementwiseAffine):
+        return 0.1, 0.0
+    if isinstance(module, RelativeSelfAttention):  # emb_rel_k / emb_rel_v
+        return param.shape[-1] ** -0.5, 0.0
+    if isinstance(module, nn.Embedding):
+        return (1.0 if name == "emb_g" else hidden**-0.5), 0.0
+    gain = _gain(name)
+    if isinstance(module, nn.ConvTranspose1d):
+        in_channels, _, kernel = param.shape
+        return gain / math.sqrt(in_channels * kernel / module.stride[0]), 0.0
+    return gain / math.sqrt(param[0].numel()), 0.0  # Conv1d, Linear: 1 / sqrt(fan-in)
+
+
+def _gain(name: str) -> float:
+    if name in ("enc_p.bert_proj", "enc_p.style_proj"):
+        return 0.1  # like the embeddings they are added to, before the sqrt(hidden) scaling
+    if name.startswith("flow.") and name.endswith(".post"):
+        return 0.1  # flows shift the prior sample gently, as trained ones do
+    if name.startswith("dec.resblocks."):
+        return 0.5  # residual stacks: keep the growth per stage moderate
+    return 1.0
+
+
+# --- calibration --------------------------------------------------------------------------------
+
+
+def calibration_batch(
+    config: ModelConfig, style: np.ndarray, rng: np.random.Generator
+) -> list[dict[str, torch.Tensor]]:
+    """Blank-interleaved random phone sequences with random BERT features, one per length."""
+    return [_sequence(config, length, style, rng) for length in CALIBRATION_LENGTHS]
+
+
+def _sequence(
+    config: ModelConfig, length: int, style: np.ndarray, rng: np.random.Generator
+) -> dict[str, torch.Tensor]:
+    phones = rng.integers(1, N_SYMBOLS, length)
+    phones[::2] = 0
+    return {
+        "x": torch.from_numpy(phones)[None],
+        "x_lengths": torch.tensor([length]),
+        "sid": torch.tensor([0]),
+        "tone": torch.from_numpy(rng.choice(JP_TONES, length))[None],
+        "language": torch.full((1, length), JP_LANGUAGE),
+        "bert": torch.from_numpy(rng.normal(0, 1, (1, config.net.bert_dim, length))).float(),
+        "style_vec": torch.from_numpy(style)[None].float(),
+    }
+
+
+def _log_durations(
+    model: SynthesizerTrn, batch: list[dict[str, torch.Tensor]], sdp_ratio: float
+) -> np.ndarray:
+    """Noise-free log durations of every phone slot in the batch, concatenated."""
+    with torch.no_grad():
+        values = [
+            model.log_durations(model.encode(**inputs), sdp_ratio, noise_scale_w=0.0).flatten()
+            for inputs in batch
+        ]
+    return torch.cat(values).double().numpy()
+
+
+def mean_frames(log_durations: np.ndarray, shift: float = 0.0) -> float:
+    """Mean whole frames per phone after shifting the log durations (as the graphs ceil them)."""
+    return float(np.ceil(np.exp(log_durations + shift)).mean())
+
+
+def duration_shift(log_durations: np.ndarray, target: float = TARGET_FRAMES_PER_PHONE) -> float:
+    """The shift of log durations that makes the mean frames per phone reach ``target``."""
+    low, high = -30.0, 30.0  # mean_frames grows monotonically with the shift
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if mean_frames(log_durations, middle) < target else (low, middle)
+    return high
+
+
+def calibrate_durations_(model: SynthesizerTrn, batch: list[dict[str, torch.Tensor]]) -> None:
+    """Shift both predictors' log-duration outputs onto the target speaking rate."""
+    with torch.no_grad():
+        model.dp.proj.bias += duration_shift(_log_durations(model, batch, sdp_ratio=0.0))
+        # The stochastic predictor's last generating step is (z - m) * exp(-logs) on channel 0
+        # (its ElementwiseAffine), so lowering m[0] by shift * exp(logs[0]) adds ``shift``.
+        affine = model.sdp.flows[0]
+        shift = duration_shift(_log_durations(model, batch, sdp_ratio=1.0))
+        affine.m[0] -= shift * torch.exp(affine.logs[0])
+
+
+def calibrate_loudness_(
+    model: SynthesizerTrn, batch: list[dict[str, torch.Tensor]], seed: int
+) -> None:
+    """Scale the decoder's output convolution so the pre-tanh signal has TARGET_LOUDNESS std."""
+    captured: list[torch.Tensor] = []
+    hook = model.dec.conv_post.register_forward_hook(lambda _m, _i, out: captured.append(out))
+    try:
+        with torch.no_grad(), torch.random.fork_rng():
+            torch.manual_seed(seed)
+            for inputs in batch:
+                model.infer(**inputs, noise_scale=0.667, noise_scale_w=0.8, sdp_ratio=0.2)
+    finally:
+        hook.remove()
+    std = float(torch.cat([c.flatten() for c in captured]).std())
+    with torch.no_grad():
+        model.dec.conv_post.weight *= TARGET_LOUDNESS / std

@@ -1,0 +1,346 @@
+"""Just enough of the ONNX protobuf wire format to rewrite a graph's structure.
+
+Why not the ``onnx`` package: it would be a run-time dependency (33 MB, 0.25 s to import) and it
+decodes every weight into Python memory. Here a model is read through a memory map; weights are
+never decoded, only copied as byte ranges, so rewriting a 250 MB synthesizer costs no more memory
+than its node list.
+
+Protobuf basics used below: a message is a run of fields, each a varint tag
+(``number << 3 | wire type``) then a payload; length-delimited payloads (strings, bytes, nested
+messages, packed numbers) are a varint length and the bytes. Field numbers are those of onnx.proto.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5
+_INT64_MODULUS = 1 << 64
+
+# onnx.proto field numbers
+MODEL_OPSET_IMPORT, MODEL_GRAPH = 8, 7
+GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_INPUT, GRAPH_OUTPUT, GRAPH_VALUE_INFO = 1, 5, 11, 12, 13
+NODE_INPUT, NODE_OUTPUT, NODE_NAME, NODE_OP_TYPE, NODE_ATTRIBUTE, NODE_DOMAIN = 1, 2, 3, 4, 5, 7
+ATTR_NAME, ATTR_I, ATTR_T, ATTR_G, ATTR_INTS, ATTR_GRAPHS, ATTR_TYPE = 1, 3, 5, 6, 8, 11, 20
+ATTR_TYPE_INTS = 7
+TENSOR_DIMS, TENSOR_DATA_TYPE, TENSOR_NAME, TENSOR_RAW_DATA, TENSOR_DATA_LOCATION = 1, 2, 8, 9, 14
+TENSOR_INT64 = 7
+TENSOR_EXTERNAL = 1
+VALUE_INFO_NAME, VALUE_INFO_TYPE = 1, 2
+TYPE_TENSOR, TENSOR_TYPE_SHAPE, SHAPE_DIM = 1, 2, 1
+OPSET_DOMAIN, OPSET_VERSION = 1, 2
+
+
+class WireError(ValueError):
+    """The bytes are not a protobuf message of the expected shape."""
+
+
+@dataclass(frozen=True)
+class Field:
+    number: int
+    wire: int
+    value: int | memoryview  # varint / fixed as int, length-delimited as the payload bytes
+    raw: memoryview  # tag and payload: copied unchanged when the field is not rewritten
+
+
+def read_varint(buf: memoryview, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise WireError("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise WireError("varint longer than 10 bytes")
+
+
+def fields(buf: memoryview) -> Iterator[Field]:
+    """The fields of one message, in order."""
+    pos = 0
+    while pos < len(buf):
+        start = pos
+        tag, pos = read_varint(buf, pos)
+        number, wire = tag >> 3, tag & 7
+        value: int | memoryview
+        if wire == VARINT:
+            value, pos = read_varint(buf, pos)
+        elif wire == LENGTH:
+            length, pos = read_varint(buf, pos)
+            if pos + length > len(buf):
+                raise WireError(f"field {number} runs past the end of its message")
+            value, pos = buf[pos : pos + length], pos + length
+        elif wire in (FIXED64, FIXED32):
+            size = 8 if wire == FIXED64 else 4
+            value, pos = int.from_bytes(buf[pos : pos + size], "little"), pos + size
+        else:
+            raise WireError(f"unsupported wire type {wire} in field {number}")
+        if pos > len(buf) or number == 0:
+            raise WireError("malformed field")
+        yield Field(number, wire, value, buf[start:pos])
+
+
+def as_signed(value: int) -> int:
+    """A varint read as int64 (negative numbers are ten-byte two's complement)."""
+    return value - _INT64_MODULUS if value >= 1 << 63 else value
+
+
+def as_text(value: int | memoryview) -> str:
+    if not isinstance(value, memoryview):
+        raise WireError("expected a string field")
+    return bytes(value).decode("utf-8")
+
+
+def as_message(value: int | memoryview) -> memoryview:
+    if not isinstance(value, memoryview):
+        raise WireError("expected a message field")
+    return value
+
+
+def repeated_ints(found: Sequence[Field]) -> list[int]:
+    """Values of a repeated int64 field, whether written packed or one per field."""
+    values: list[int] = []
+    for item in found:
+        if isinstance(item.value, memoryview):
+            pos = 0
+            while pos < len(item.value):
+                number, pos = read_varint(item.value, pos)
+                values.append(as_signed(number))
+        else:
+            values.append(as_signed(item.value))
+    return values
+
+
+# -- encoding ----------------------------------------------------------------------------------
+def varint(value: int) -> bytes:
+    value %= _INT64_MODULUS  # negative int64 -> two's complement
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def varint_field(number: int, value: int) -> bytes:
+    return varint(number << 3 | VARINT) + varint(value)
+
+
+def float_field(number: int, value: float) -> bytes:
+    return varint(number << 3 | FIXED32) + struct.pack("<f", value)
+
+
+def length_prefix(number: int, size: int) -> bytes:
+    return varint(number << 3 | LENGTH) + varint(size)
+
+
+def bytes_field(number: int, payload: bytes) -> bytes:
+    return length_prefix(number, len(payload)) + payload
+
+
+def text_field(number: int, text: str) -> bytes:
+    return bytes_field(number, text.encode("utf-8"))
+
+
+def ints_field(number: int, values: Sequence[int]) -> bytes:
+    """A repeated int64, unpacked (proto2's default, which every reader accepts)."""
+    return b"".join(varint_field(number, value) for value in values)
+
+
+@dataclass
+class Chunks:
+    """Pieces of an encoded message, kept as views so that weights are never copied in memory."""
+
+    parts: list[bytes | memoryview] = field(default_factory=list)
+    size: int = 0
+
+    def add(self, part: bytes | memoryview) -> None:
+        self.parts.append(part)
+        self.size += len(part)
+
+    def extend(self, other: Chunks) -> None:
+        self.parts.extend(other.parts)
+        self.size += other.size
+
+    def as_field(self, number: int) -> Chunks:
+        """These chunks as the payload of a length-delimited field."""
+        wrapped = Chunks()
+        wrapped.add(length_prefix(number, self.size))
+        wrapped.extend(self)
+        return wrapped
+
+
+# -- the few ONNX messages the rewrite reads -----------------------------------------------------
+@dataclass(frozen=True)
+class Attribute:
+    name: str
+    i: int | None  # the ``i`` field (an int attribute such as ``group``)
+    ints: list[int]  # the ``ints`` field (empty for other attribute types)
+    tensor: Tensor | None  # the ``t`` field (a Constant node's value)
+    graphs: list[memoryview]  # subgraphs (``g`` and ``graphs``)
+    raw: memoryview  # the whole encoded attribute field
+
+
+@dataclass(frozen=True)
+class Node:
+    inputs: list[str]
+    outputs: list[str]
+    name: str
+    op_type: str
+    domain: str
+    attributes: list[Attribute]
+    other: list[memoryview]  # encoded fields the rewrite does not interpret (doc_string, ...)
+    raw: memoryview  # the whole encoded node field
+
+    def attribute(self, name: str) -> Attribute | None:
+        return next((a for a in self.attributes if a.name == name), None)
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """An initializer: its name and shape; the data stays in ``raw``."""
+
+    name: str
+    dims: list[int]
+    external: bool
+    raw: memoryview
+
+
+def parse_node(item: Field) -> Node:
+    inputs: list[str] = []
+    outputs: list[str] = []
+    name = op_type = domain = ""
+    attributes: list[Attribute] = []
+    other: list[memoryview] = []
+    for part in fields(as_message(item.value)):
+        if part.number == NODE_INPUT:
+            inputs.append(as_text(part.value))
+        elif part.number == NODE_OUTPUT:
+            outputs.append(as_text(part.value))
+        elif part.number == NODE_NAME:
+            name = as_text(part.value)
+        elif part.number == NODE_OP_TYPE:
+            op_type = as_text(part.value)
+        elif part.number == NODE_DOMAIN:
+            domain = as_text(part.value)
+        elif part.number == NODE_ATTRIBUTE:
+            attributes.append(parse_attribute(part))
+        else:
+            other.append(part.raw)
+    return Node(inputs, outputs, name, op_type, domain, attributes, other, item.raw)
+
+
+def parse_attribute(item: Field) -> Attribute:
+    name = ""
+    i: int | None = None
+    ints: list[Field] = []
+    tensor: Tensor | None = None
+    graphs: list[memoryview] = []
+    for part in fields(as_message(item.value)):
+        if part.number == ATTR_NAME:
+            name = as_text(part.value)
+        elif part.number == ATTR_I and isinstance(part.value, int):
+            i = as_signed(part.value)
+        elif part.number == ATTR_INTS:
+            ints.append(part)
+        elif part.number == ATTR_T:
+            tensor = parse_tensor(part)
+        elif part.number in (ATTR_G, ATTR_GRAPHS):
+            graphs.append(as_message(part.value))
+    return Attribute(name, i, repeated_ints(ints), tensor, graphs, item.raw)
+
+
+def parse_tensor(item: Field) -> Tensor:
+    name = ""
+    dims: list[Field] = []
+    external = False
+    for part in fields(as_message(item.value)):
+        if part.number == TENSOR_NAME:
+            name = as_text(part.value)
+        elif part.number == TENSOR_DIMS:
+            dims.append(part)
+        elif part.number == TENSOR_DATA_LOCATION:
+            external = part.value == TENSOR_EXTERNAL
+    return Tensor(name, repeated_ints(dims), external, item.raw)
+
+
+def value_info_rank(item: Field) -> tuple[str, int | None]:
+    """Name and rank of a ValueInfoProto (None when it declares no shape)."""
+    name = ""
+    rank: int | None = None
+    for part in fields(as_message(item.value)):
+        if part.number == VALUE_INFO_NAME:
+            name = as_text(part.value)
+        elif part.number == VALUE_INFO_TYPE:
+            rank = _tensor_type_rank(as_message(part.value))
+    return name, rank
+
+
+def _tensor_type_rank(type_proto: memoryview) -> int | None:
+    for part in fields(type_proto):
+        if part.number != TYPE_TENSOR:
+            continue
+        for tensor_part in fields(as_message(part.value)):
+            if tensor_part.number == TENSOR_TYPE_SHAPE:
+                shape = as_message(tensor_part.value)
+                return sum(1 for dim in fields(shape) if dim.number == SHAPE_DIM)
+    return None
+
+
+def retyped_tensor(tensor: Tensor, dims: Sequence[int]) -> Chunks:
+    """``tensor`` (a GraphProto initializer field) with new dims; its data bytes are reused."""
+    body = Chunks()
+    body.add(ints_field(TENSOR_DIMS, dims))
+    for part in fields(_payload(tensor.raw)):
+        if part.number != TENSOR_DIMS:
+            body.add(part.raw)
+    return body.as_field(GRAPH_INITIALIZER)
+
+
+def int64_tensor(name: str, values: Sequence[int]) -> bytes:
+    """A small int64 initializer as a GraphProto field."""
+    body = ints_field(TENSOR_DIMS, [len(values)])
+    body += varint_field(TENSOR_DATA_TYPE, TENSOR_INT64)
+    body += text_field(TENSOR_NAME, name)
+    body += bytes_field(TENSOR_RAW_DATA, struct.pack(f"<{len(values)}q", *values))
+    return bytes_field(GRAPH_INITIALIZER, body)
+
+
+def ints_attribute(name: str, values: Sequence[int]) -> bytes:
+    body = text_field(ATTR_NAME, name) + ints_field(ATTR_INTS, values)
+    body += varint_field(ATTR_TYPE, ATTR_TYPE_INTS)
+    return bytes_field(NODE_ATTRIBUTE, body)
+
+
+def node_field(
+    op_type: str,
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    name: str = "",
+    domain: str = "",
+    attributes: Sequence[bytes | memoryview] = (),
+    other: Sequence[memoryview] = (),
+) -> bytes:
+    """A NodeProto as a GraphProto field. ``attributes`` are encoded NodeProto attribute fields."""
+    body = b"".join(text_field(NODE_INPUT, value) for value in inputs)
+    body += b"".join(text_field(NODE_OUTPUT, value) for value in outputs)
+    if name:
+        body += text_field(NODE_NAME, name)
+    body += text_field(NODE_OP_TYPE, op_type)
+    if domain:
+        body += text_field(NODE_DOMAIN, domain)
+    body += b"".join(bytes(part) for part in attributes)
+    body += b"".join(bytes(part) for part in other)
+    return bytes_field(GRAPH_NODE, body)
+
+
+def _payload(raw: memoryview) -> memoryview:
+    """The payload of one encoded length-delimited field."""
+    _, pos = read_varint(raw, 0)
+    length, pos = read_varint(raw, pos)
+    return raw[pos : pos + length]

@@ -1,15 +1,27 @@
-"""onnxruntime sessions: device choice, threads, and loading graphs (errors name the file)."""
+"""onnxruntime sessions: device choice, threads, and loading graphs (errors name the file).
+
+On the CPU each graph is prepared once and cached (docs/PERFORMANCE.md): convolutions lifted to
+2-D (optimize.py), then onnxruntime's fully optimised graph saved in ORT format. Later loads
+memory-map that file: no graph optimisation, no copy of the weights, and weights that are never
+read (most BERT embedding rows) never enter memory. ``YOMIAGE_GRAPH_CACHE=0`` loads the graphs
+as published instead.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
-from dataclasses import dataclass
+import platform
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnxruntime as ort
 
+from . import optimize
 from .errors import BundleError, DeviceUnavailableError
+from .onnx_wire import WireError
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -62,12 +74,18 @@ def _cuda_problem() -> str | None:
     return None
 
 
+def _cache_enabled() -> bool:
+    return os.environ.get("YOMIAGE_GRAPH_CACHE", "1") != "0"
+
+
 @dataclass(frozen=True)
 class SessionFactory:
     """Creates onnxruntime sessions with one policy for every graph of the engine."""
 
     device: str = "cpu"
     threads: int | None = None
+    cache_dir: Path | None = None  # None: optimize.default_cache_dir()
+    use_cache: bool = field(default_factory=_cache_enabled)
 
     @property
     def intra_op_threads(self) -> int:
@@ -86,13 +104,96 @@ class SessionFactory:
         options.log_severity_level = 3  # onnxruntime's warnings about unused initialisers are noise
         return options
 
+    def mapped_options(self) -> ort.SessionOptions:
+        """For a saved ORT-format graph: already optimised; weights read from the mapped file."""
+        options = self.options()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.add_session_config_entry("session.use_memory_mapped_ort_model", "1")
+        options.add_session_config_entry("session.use_ort_model_bytes_for_initializers", "1")
+        # Pre-packing would copy the mapped weights to the heap: +265 MB for BERT Q8, no faster.
+        options.add_session_config_entry("session.disable_prepacking", "1")
+        return options
+
     def create(self, path: Path) -> ort.InferenceSession:
         if not path.is_file():
             raise BundleError(str(path), "file is missing")
+        if self.device == "cpu" and self.use_cache:
+            session = self._from_cache(path)
+            if session is not None:
+                return session
+        return self._open(path, self.options())
+
+    def _from_cache(self, source: Path) -> ort.InferenceSession | None:
+        """The session from the prepared copy of ``source`` (made now if needed), or None if the
+        cache cannot be used; a broken ``source`` raises BundleError as a plain load would."""
+        folder = (self.cache_dir or optimize.default_cache_dir()) / "sessions"
         try:
-            return ort.InferenceSession(str(path), self.options(), providers=self.providers)
+            entry = optimize.cache_entry(source, folder, _prepared_settings(), ".ort")
+            if not entry.is_file():
+                folder.mkdir(parents=True, exist_ok=True)
+                self._prepare(source, entry)
+        except OSError as err:
+            _LOGGER.warning("Graph cache unusable (%s); loading %s as published", err, source)
+            return None
+        try:
+            return self._open(entry, self.mapped_options())
+        except BundleError as err:  # a damaged cache entry: drop it, use the source
+            _LOGGER.warning("Discarding cached graph %s: %s", entry, err.problem)
+            entry.unlink(missing_ok=True)
+            return None
+
+    def _prepare(self, source: Path, entry: Path) -> None:
+        """Lift the convolutions, let onnxruntime optimise, save its result as ``entry``."""
+        with tempfile.TemporaryDirectory(dir=entry.parent, prefix=".prepare-") as scratch:
+            graph = _lifted_or_source(source, Path(scratch) / "lifted.onnx")
+            saved = Path(scratch) / "saved.ort"
+            options = self.options()
+            options.optimized_model_filepath = str(saved)
+            options.add_session_config_entry("session.save_model_format", "ORT")
+            try:
+                self._open(graph, options)
+            except BundleError:
+                if graph == source:
+                    raise
+                _LOGGER.warning("Rewritten %s did not load; caching it unrewritten", source)
+                self._open(source, options)
+            optimize.install_entry(saved, entry)
+        _LOGGER.info("Prepared %s for fast loading: %s", source, entry)
+
+    def _open(self, path: Path, options: ort.SessionOptions) -> ort.InferenceSession:
+        try:
+            return ort.InferenceSession(str(path), options, providers=self.providers)
         except Exception as err:  # onnxruntime raises its own exception types for bad graphs
             first_line = (
                 str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             )
             raise BundleError(str(path), f"not a loadable ONNX graph ({first_line[:200]})") from err
+
+
+def _lifted_or_source(source: Path, scratch_file: Path) -> Path:
+    try:
+        return scratch_file if optimize.write_lifted(source, scratch_file) else source
+    except WireError:
+        return source  # not a graph we can read: onnxruntime will name the problem
+
+
+def _prepared_settings() -> str:
+    """What a saved graph depends on besides its source: the optimised graph holds kernels
+    chosen for this onnxruntime and this CPU (NCHWc block size follows AVX2 / AVX-512)."""
+    return "|".join(
+        (
+            f"ort {ort.__version__}",
+            f"lift {optimize.REWRITE_VERSION}/{optimize.DEFAULT_MIN_CHANNELS}",
+            platform.machine(),
+            _cpu_flags_digest(),
+        )
+    )
+
+
+def _cpu_flags_digest() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
+            flags = next((line for line in cpuinfo if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        flags = ""
+    return hashlib.sha256(flags.encode()).hexdigest()[:12]

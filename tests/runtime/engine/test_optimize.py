@@ -1,7 +1,9 @@
-"""Load-time rewrite of 1-D convolutions to 2-D ones (engine/optimize.py)."""
+"""Load-time rewrite of 1-D convolutions to 2-D ones (engine/optimize.py) and its disk cache."""
 
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -10,8 +12,12 @@ import pytest
 from numpy.typing import NDArray
 
 from custom_components.yomiage.engine import onnx_wire as wire
+from custom_components.yomiage.engine.engine import Engine
+from custom_components.yomiage.engine.errors import BundleError
 from custom_components.yomiage.engine.optimize import lift_convolutions, write_lifted
+from custom_components.yomiage.engine.runtime import SessionFactory
 
+from .common import QUIET, THREE_SENTENCES
 from .onnx_build import ModelBuilder, conv_attributes, float_attribute, int_attribute
 
 CHANNELS = 16
@@ -136,12 +142,117 @@ def test_graph_with_external_weights_is_left_alone() -> None:
     assert lift_convolutions(memoryview(b.encode())) is None
 
 
+# -- the session cache (runtime.py) ----------------------------------------------------------------
+@pytest.fixture
+def graph_file(tmp_path: Path) -> Path:
+    path = tmp_path / "bundle" / "synthesizer.onnx"
+    path.parent.mkdir()
+    path.write_bytes(residual_model())
+    return path
+
+
+def cached_factory(cache: Path) -> SessionFactory:
+    return SessionFactory(threads=1, cache_dir=cache, use_cache=True)
+
+
+def entries(cache: Path) -> list[Path]:
+    return sorted((cache / "sessions").glob("*"))
+
+
+def outputs(session: ort.InferenceSession, frames: int = 6) -> list[NDArray[np.float32]]:
+    return [np.asarray(out) for out in session.run(None, residual_feeds(frames))]
+
+
+def test_session_cache_prepares_once_then_maps_the_saved_graph(
+    graph_file: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    first = cached_factory(cache).create(graph_file)
+    (entry,) = entries(cache)
+    assert entry.suffix == ".ort"
+    stamp = entry.stat().st_mtime_ns
+    second = cached_factory(cache).create(graph_file)
+    assert entries(cache) == [entry] and entry.stat().st_mtime_ns == stamp
+    plain = SessionFactory(threads=1, use_cache=False).create(graph_file)
+    for session in (first, second):
+        for got, expected in zip(outputs(session), outputs(plain), strict=True):
+            np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=0)
+
+
+def test_changed_source_gets_a_new_entry_and_the_old_one_goes(
+    graph_file: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    cached_factory(cache).create(graph_file)
+    (first,) = entries(cache)
+    graph_file.write_bytes(residual_model(opset=11))
+    os.utime(graph_file, ns=(1, 1))
+    cached_factory(cache).create(graph_file)
+    (second,) = entries(cache)
+    assert second != first
+
+
+def test_unwritable_cache_loads_the_published_graph_with_a_warning(
+    graph_file: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the cache folder would go")
+    with caplog.at_level(logging.WARNING):
+        session = cached_factory(blocked).create(graph_file)
+    assert "Graph cache unusable" in caplog.text and str(graph_file) in caplog.text
+    assert outputs(session)[0].shape == (1, CHANNELS // 2, 12)
+
+
+def test_damaged_cache_entry_is_dropped_and_the_source_used(
+    graph_file: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = tmp_path / "cache"
+    cached_factory(cache).create(graph_file)
+    (entry,) = entries(cache)
+    entry.write_bytes(b"not an ORT file")
+    with caplog.at_level(logging.WARNING):
+        session = cached_factory(cache).create(graph_file)
+    assert "Discarding cached graph" in caplog.text
+    assert not entry.exists()
+    assert outputs(session)[0].shape == (1, CHANNELS // 2, 12)
+
+
+@pytest.mark.parametrize("content", [b"", b"\xff\xff\xff garbage", b"\x0a\x05short"])
+def test_broken_graph_error_names_the_bundle_file(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(content)
+    with pytest.raises(BundleError) as caught:
+        cached_factory(tmp_path / "cache").create(path)
+    assert caught.value.path == str(path)
+    assert entries(tmp_path / "cache") == []
+
+
 @pytest.mark.parametrize("content", [b"", b"\xff\xff\xff garbage"])
 def test_write_lifted_rejects_what_is_not_a_model(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "bad.onnx"
     path.write_bytes(content)
     with pytest.raises(wire.WireError):
         write_lifted(path, tmp_path / "out.onnx")
+
+
+def test_cache_can_be_switched_off_by_environment(
+    monkeypatch: pytest.MonkeyPatch, graph_file: Path, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("YOMIAGE_GRAPH_CACHE", "0")
+    monkeypatch.setenv("YOMIAGE_CACHE_DIR", str(tmp_path / "cache"))
+    factory = SessionFactory(threads=1)
+    assert not factory.use_cache
+    factory.create(graph_file)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_cache_dir_comes_from_environment(
+    monkeypatch: pytest.MonkeyPatch, graph_file: Path, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("YOMIAGE_GRAPH_CACHE", raising=False)
+    monkeypatch.setenv("YOMIAGE_CACHE_DIR", str(tmp_path / "from-env"))
+    SessionFactory(threads=1).create(graph_file)
+    assert len(entries(tmp_path / "from-env")) == 1
 
 
 # -- the real graphs of the tiny bundle ------------------------------------------------------------
@@ -175,13 +286,29 @@ def test_tiny_bundle_graphs_agree_after_the_rewrite(
     rewritten = tmp_path / graph
     assert write_lifted(source, rewritten)
     assert 2 in kernel_ranks(rewritten.read_bytes())
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    before = ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
-    after = ort.InferenceSession(str(rewritten), options, providers=["CPUExecutionProvider"])
+    plain = SessionFactory(threads=1, use_cache=False)
+    before, after = plain.create(source), plain.create(rewritten)
     for phones in (5, 33, 80):
         feeds = synthesizer_feeds(before, phones)
         (expected,) = before.run(None, feeds)
         (got,) = after.run(None, feeds)
         assert got.shape == expected.shape
         np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=0)
+
+
+def test_engine_speaks_the_same_with_and_without_the_cache(
+    tiny_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("YOMIAGE_CACHE_DIR", str(tmp_path))
+    audio = {}
+    for cache in ("1", "0"):
+        monkeypatch.setenv("YOMIAGE_GRAPH_CACHE", cache)
+        engine = Engine(tiny_bundle, device="cpu", threads=1)
+        try:
+            audio[cache] = engine.synthesize(THREE_SENTENCES, QUIET).audio
+        finally:
+            engine.close()
+    assert len(list((tmp_path / "sessions").glob("*.ort"))) >= 3  # BERT, synthesizer, durations
+    assert audio["1"].shape == audio["0"].shape
+    # int16 samples: float outputs within 1e-5 round to within one step.
+    assert np.abs(audio["1"].astype(np.int32) - audio["0"]).max() <= 1

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import onnxruntime as ort
 
-from . import optimize
+from . import cuda_probe, optimize
 from .errors import BundleError, DeviceUnavailableError
 from .onnx_wire import WireError
 
@@ -68,10 +68,8 @@ def resolve_device(requested: str) -> str:
 
 
 def _cuda_problem() -> str | None:
-    """Why CUDA cannot be used, or None when it can."""
-    if CUDA_PROVIDER not in ort.get_available_providers():
-        return "onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu)"
-    return None
+    """Why CUDA cannot be used, or None when it can (a test run on it worked; cached)."""
+    return cuda_probe.cuda_problem()
 
 
 def _cache_enabled() -> bool:

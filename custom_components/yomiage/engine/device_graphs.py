@@ -1,0 +1,111 @@
+"""Two tiny ONNX graphs the device path needs, encoded without the ``onnx`` package.
+
+``spread_graph``: BERT's batch output ``hidden`` float32 [B, T, H] and a phone -> row index
+``index`` int64 [P] (row = sentence * T + token) give the synthesizer's ``bert`` input
+float32 [1, H, P]. It is ``np.repeat(features, word2ph, axis=0).T`` done where the features
+already are, so on CUDA they never travel back to the host between BERT and the synthesizer.
+
+``probe_graph``: ``y = x * x`` over float32 [N], enough to prove that a provider really runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from . import onnx_wire as wire
+
+OPSET = 17  # Unsqueeze takes its axes as an input from opset 13 on
+IR_VERSION = 8  # the IR version that goes with opset 17
+FLOAT = 1  # TensorProto.FLOAT
+
+# onnx.proto fields not named in onnx_wire
+MODEL_IR_VERSION, MODEL_PRODUCER = 1, 2
+GRAPH_NAME = 2
+ATTR_TYPE_INT = 2
+TENSOR_ELEM_TYPE, DIM_VALUE, DIM_PARAM = 1, 1, 2
+
+SPREAD_INPUTS = ("hidden", "index")
+SPREAD_OUTPUT = "bert"
+PROBE_INPUT, PROBE_OUTPUT = "x", "y"
+
+Dim = int | str  # a fixed size or a symbolic name
+
+
+def spread_graph() -> bytes:
+    """The serialised ModelProto of the spread graph (see the module docstring)."""
+    hidden, index = SPREAD_INPUTS
+    nodes = [
+        wire.node_field("Flatten", [hidden], ["rows"], attributes=[int_attribute("axis", 2)]),
+        wire.node_field(
+            "Gather", ["rows", index], ["picked"], attributes=[int_attribute("axis", 0)]
+        ),
+        wire.node_field(
+            "Transpose", ["picked"], ["spread"], attributes=[wire.ints_attribute("perm", [1, 0])]
+        ),
+        wire.node_field("Unsqueeze", ["spread", "batch_axis"], [SPREAD_OUTPUT]),
+    ]
+    return model(
+        "spread_over_phones",
+        nodes,
+        inputs=[
+            value_info(hidden, FLOAT, ["sentences", "tokens", "hidden_size"]),
+            value_info(index, wire.TENSOR_INT64, ["phones"]),
+        ],
+        outputs=[value_info(SPREAD_OUTPUT, FLOAT, [1, "hidden_size", "phones"])],
+        initializers=[wire.int64_tensor("batch_axis", [0])],
+    )
+
+
+def probe_graph() -> bytes:
+    """The serialised ModelProto of ``y = x * x``."""
+    return model(
+        "probe",
+        [wire.node_field("Mul", [PROBE_INPUT, PROBE_INPUT], [PROBE_OUTPUT])],
+        inputs=[value_info(PROBE_INPUT, FLOAT, ["n"])],
+        outputs=[value_info(PROBE_OUTPUT, FLOAT, ["n"])],
+    )
+
+
+# -- encoding ----------------------------------------------------------------------------------
+def model(
+    name: str,
+    nodes: Sequence[bytes],
+    inputs: Sequence[bytes],
+    outputs: Sequence[bytes],
+    initializers: Sequence[bytes] = (),
+) -> bytes:
+    """A ModelProto with one graph; ``nodes`` and ``initializers`` are encoded GraphProto fields,
+    ``inputs`` and ``outputs`` encoded ValueInfoProto payloads."""
+    graph = b"".join(nodes) + wire.text_field(GRAPH_NAME, name) + b"".join(initializers)
+    graph += b"".join(wire.bytes_field(wire.GRAPH_INPUT, item) for item in inputs)
+    graph += b"".join(wire.bytes_field(wire.GRAPH_OUTPUT, item) for item in outputs)
+    opset = wire.text_field(wire.OPSET_DOMAIN, "") + wire.varint_field(wire.OPSET_VERSION, OPSET)
+    return (
+        wire.varint_field(MODEL_IR_VERSION, IR_VERSION)
+        + wire.text_field(MODEL_PRODUCER, "yomiage")
+        + wire.bytes_field(wire.MODEL_GRAPH, graph)
+        + wire.bytes_field(wire.MODEL_OPSET_IMPORT, opset)
+    )
+
+
+def value_info(name: str, elem_type: int, shape: Sequence[Dim]) -> bytes:
+    """A ValueInfoProto payload: a tensor of ``elem_type`` with fixed or symbolic dimensions."""
+    dims = b"".join(wire.bytes_field(wire.SHAPE_DIM, _dimension(dim)) for dim in shape)
+    tensor_type = wire.varint_field(TENSOR_ELEM_TYPE, elem_type)
+    tensor_type += wire.bytes_field(wire.TENSOR_TYPE_SHAPE, dims)
+    type_proto = wire.bytes_field(wire.TYPE_TENSOR, tensor_type)
+    return wire.text_field(wire.VALUE_INFO_NAME, name) + wire.bytes_field(
+        wire.VALUE_INFO_TYPE, type_proto
+    )
+
+
+def int_attribute(name: str, value: int) -> bytes:
+    body = wire.text_field(wire.ATTR_NAME, name) + wire.varint_field(wire.ATTR_I, value)
+    body += wire.varint_field(wire.ATTR_TYPE, ATTR_TYPE_INT)
+    return wire.bytes_field(wire.NODE_ATTRIBUTE, body)
+
+
+def _dimension(dim: Dim) -> bytes:
+    if isinstance(dim, int):
+        return wire.varint_field(DIM_VALUE, dim)
+    return wire.text_field(DIM_PARAM, dim)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import onnxruntime as ort
 from numpy.typing import NDArray
 
 from .bundle import SpeakerFiles
@@ -84,6 +85,33 @@ class Voice:
         (durations,) = session.run(None, self._feeds(sequence, bert, style_vector, inputs))
         return np.asarray(durations, dtype=np.float32).reshape(-1)
 
+    def synthesize_bound(
+        self,
+        sequence: PhoneSequence,
+        bert: ort.OrtValue,
+        style_vector: NDArray[np.float32],
+        inputs: ModelInputs,
+    ) -> NDArray[np.float32]:
+        """``synthesize`` with ``bert`` float32 [1, H, P] already where the session runs."""
+        feeds = self._host_feeds(sequence, style_vector, inputs)
+        feeds["noise_scale"] = _scalar(inputs.noise_scale)
+        audio = _run_bound(self._synthesizer_session(), feeds, bert)
+        return np.asarray(audio, dtype=np.float32).reshape(-1)
+
+    def durations_bound(
+        self,
+        sequence: PhoneSequence,
+        bert: ort.OrtValue,
+        style_vector: NDArray[np.float32],
+        inputs: ModelInputs,
+    ) -> NDArray[np.float32] | None:
+        """``durations`` with ``bert`` float32 [1, H, P] already where the session runs."""
+        session = self._duration_session()
+        if session is None:
+            return None
+        durations = _run_bound(session, self._host_feeds(sequence, style_vector, inputs), bert)
+        return np.asarray(durations, dtype=np.float32).reshape(-1)
+
     def close(self) -> None:
         with self._lock:
             self._synthesizer = None
@@ -96,13 +124,18 @@ class Voice:
         style_vector: NDArray[np.float32],
         inputs: ModelInputs,
     ) -> dict[str, NDArray[Any]]:
+        return {**self._host_feeds(sequence, style_vector, inputs), "bert": bert[np.newaxis, :, :]}
+
+    def _host_feeds(
+        self, sequence: PhoneSequence, style_vector: NDArray[np.float32], inputs: ModelInputs
+    ) -> dict[str, NDArray[Any]]:
+        """Every input but ``bert`` and ``noise_scale``."""
         return {
             "x": sequence.phones[np.newaxis, :],
             "x_lengths": np.array([sequence.phones.shape[0]], dtype=np.int64),
             "sid": np.array([self.files.config.speaker_id], dtype=np.int64),
             "tone": sequence.tones[np.newaxis, :],
             "language": sequence.languages[np.newaxis, :],
-            "bert": bert[np.newaxis, :, :],
             "style_vec": style_vector[np.newaxis, :],
             "length_scale": _scalar(inputs.length_scale),
             "noise_scale_w": _scalar(inputs.noise_scale_w),
@@ -123,6 +156,18 @@ class Voice:
             if self._duration_predictor is None:
                 self._duration_predictor = self._sessions.create(path)
             return self._duration_predictor
+
+
+def _run_bound(session: Any, host_feeds: dict[str, NDArray[Any]], bert: ort.OrtValue) -> Any:
+    """One run with an IO binding: ``bert`` is used where it lies (GPU memory on CUDA), the
+    small host inputs are copied over, and the one output comes back to the host."""
+    binding = session.io_binding()
+    for name, value in host_feeds.items():
+        binding.bind_cpu_input(name, value)
+    binding.bind_ortvalue_input("bert", bert)
+    binding.bind_output(session.get_outputs()[0].name, "cpu")
+    session.run_with_iobinding(binding)
+    return binding.copy_outputs_to_cpu()[0]
 
 
 def _scalar(value: float) -> NDArray[np.float32]:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 from numpy.typing import NDArray
 
 from .errors import BundleError
@@ -31,17 +32,36 @@ class BertFeaturizer:
         (hidden,) = self._session.run(
             [self._output_name], {"input_ids": input_ids, "attention_mask": attention_mask}
         )
-        lengths = attention_mask.sum(axis=1)
-        features = [
+        lengths = self._checked_lengths(texts, attention_mask)
+        return [
             np.asarray(hidden[row, :length], dtype=np.float32) for row, length in enumerate(lengths)
         ]
-        for text, feature in zip(texts, features, strict=True):
-            if feature.shape[0] != len(text) + 2:
+
+    def resident_batch(
+        self, texts: Sequence[str], device: str
+    ) -> tuple[ort.OrtValue, NDArray[np.int64]]:
+        """The padded batch output float32 [len(texts), T, hidden], left in ``device`` memory
+        ("cuda" or "cpu"), and each text's token count (len(text) + 2)."""
+        input_ids, attention_mask = self._tokenizer.encode_batch(list(texts))
+        lengths = self._checked_lengths(texts, attention_mask)
+        binding = self._session.io_binding()
+        binding.bind_cpu_input("input_ids", input_ids)
+        binding.bind_cpu_input("attention_mask", attention_mask)
+        binding.bind_output(self._output_name, device)
+        self._session.run_with_iobinding(binding)
+        return binding.get_outputs()[0], lengths
+
+    def _checked_lengths(
+        self, texts: Sequence[str], attention_mask: NDArray[np.int64]
+    ) -> NDArray[np.int64]:
+        lengths: NDArray[np.int64] = attention_mask.sum(axis=1)
+        for text, length in zip(texts, lengths, strict=True):
+            if length != len(text) + 2:
                 raise BundleError(
                     str(self._graph.parent),
-                    f"tokenizer gave {feature.shape[0] - 2} tokens for {len(text)} characters",
+                    f"tokenizer gave {length - 2} tokens for {len(text)} characters",
                 )
-        return features
+        return lengths
 
     def close(self) -> None:
         del self._session

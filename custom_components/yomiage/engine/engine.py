@@ -19,8 +19,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import audio
-from .bert import BertFeaturizer, join_char_features, spread_over_phones
+from .bert import BertFeaturizer
 from .bundle import Bundle
+from .device_path import CharFeatures, DevicePath, FeaturePath, HostPath
 from .errors import InvalidTextError, UnknownVoiceError, YomiageError
 from .options import SynthesisOptions
 from .pauses import MIN_PAUSE_S, boundary_pauses, trailing_pause
@@ -30,6 +31,8 @@ from .text.frontend import Frontend, PhoneSequence
 from .voice import ModelInputs, Voice
 
 DEFAULT_MAX_CHARS = 5000
+# Two sentences: a BERT batch, the spread, the duration predictor over both and the synthesizer.
+_WARM_UP_TEXT = "あ。い。"
 
 
 @dataclass(frozen=True)
@@ -56,12 +59,19 @@ class Engine:
         self._sessions = SessionFactory(device=self.device, threads=threads)
         self._frontend = Frontend()
         self._bert = BertFeaturizer(self._bert_graph(), self.bundle.tokenizer_dir, self._sessions)
+        self._features: FeaturePath = (
+            DevicePath(self._bert, self._sessions)
+            if self.device == "cuda"
+            else HostPath(self._bert)
+        )
         self._voices = {
             name: Voice(files, self._sessions) for name, files in self.bundle.speakers.items()
         }
         self._model_lock = threading.Lock()
         self._closed = False
         self.recent: deque[dict[str, Any]] = deque(maxlen=20)
+        if self.device == "cuda":
+            self._warm_up()
 
     # -- what the bundle offers ---------------------------------------------------------------
     @property
@@ -128,6 +138,7 @@ class Engine:
             self._closed = True
             for voice in self._voices.values():
                 voice.close()
+            self._features.close()
             self._bert.close()
 
     # -- internals -------------------------------------------------------------------------------
@@ -135,6 +146,13 @@ class Engine:
         if self.device == "cuda" and self.bundle.bert_fp32 is not None:
             return self.bundle.bert_fp32  # dynamic INT8 does not run on the CUDA provider
         return self.bundle.bert_q8
+
+    def _warm_up(self) -> None:
+        """Run every voice once, so that the first request does not pay CUDA's start-up
+        (kernel loading, cuDNN plans, memory arenas): seconds on a GPU, at load instead."""
+        for name in self._voices:
+            for _ in self.stream(_WARM_UP_TEXT, SynthesisOptions(voice=name)):
+                pass
 
     def _checked_text(self, text: str) -> str:
         if not isinstance(text, str) or not text.strip():
@@ -179,7 +197,7 @@ class Engine:
 
     def _stream(self, sequences: list[PhoneSequence], request: _Request) -> Iterator[AudioChunk]:
         started = time.perf_counter()
-        char_features = self._run(self._bert.char_features, [s.text for s in sequences])
+        char_features = self._run(self._features.char_features, [s.text for s in sequences])
         pauses = self._pauses(sequences, char_features, request)
         for sequence, features, pause in zip(sequences, char_features, pauses, strict=True):
             yield self._chunk(sequence, features, pause, request, started)
@@ -193,7 +211,7 @@ class Engine:
                 continue
             started = time.perf_counter()
             sequences = self._analyse(self._checked_text(piece))
-            char_features = self._run(self._bert.char_features, [s.text for s in sequences])
+            char_features = self._run(self._features.char_features, [s.text for s in sequences])
             for sequence, features in zip(sequences, char_features, strict=True):
                 yield self._chunk(sequence, features, pause if spoken else 0.0, request, started)
                 pause = self._own_trailing_pause(sequence, features, request)
@@ -205,14 +223,18 @@ class Engine:
     def _chunk(
         self,
         sequence: PhoneSequence,
-        char_features: NDArray[np.float32],
+        char_features: CharFeatures,
         pause_before: float,
         request: _Request,
         started: float,
     ) -> AudioChunk:
-        bert = spread_over_phones(char_features, sequence.word2ph)
         samples = self._run(
-            request.voice.synthesize, sequence, bert, request.style_vector, request.inputs
+            self._features.synthesize,
+            request.voice,
+            sequence,
+            char_features,
+            request.style_vector,
+            request.inputs,
         )
         pcm = np.concatenate(
             (audio.silence(pause_before, self.sample_rate), audio.to_pcm16(samples))
@@ -228,7 +250,7 @@ class Engine:
     def _pauses(
         self,
         sequences: list[PhoneSequence],
-        char_features: list[NDArray[np.float32]],
+        char_features: list[CharFeatures],
         request: _Request,
     ) -> list[float]:
         """Pause before each sentence, from one duration-predictor run over the whole text."""
@@ -238,9 +260,9 @@ class Engine:
             return [0.0] + [MIN_PAUSE_S] * (len(sequences) - 1)
         texts = [s.text for s in sequences]
         whole = self._frontend.analyse("".join(texts))
-        whole_features = join_char_features(char_features)
-        if whole_features.shape[0] != whole.word2ph.shape[0]:  # reading differs from the sentences'
-            (whole_features,) = self._run(self._bert.char_features, [whole.text])
+        whole_features = self._features.join(char_features)
+        if len(whole_features) != whole.word2ph.shape[0]:  # reading differs from the sentences'
+            (whole_features,) = self._run(self._features.char_features, [whole.text])
         durations = self._durations(whole, whole_features, request)
         assert durations is not None
         return boundary_pauses(
@@ -253,7 +275,7 @@ class Engine:
         )
 
     def _own_trailing_pause(
-        self, sequence: PhoneSequence, char_features: NDArray[np.float32], request: _Request
+        self, sequence: PhoneSequence, char_features: CharFeatures, request: _Request
     ) -> float:
         durations = self._durations(sequence, char_features, request)
         if durations is None:
@@ -268,12 +290,17 @@ class Engine:
         )
 
     def _durations(
-        self, sequence: PhoneSequence, char_features: NDArray[np.float32], request: _Request
+        self, sequence: PhoneSequence, char_features: CharFeatures, request: _Request
     ) -> NDArray[np.float32] | None:
-        bert = spread_over_phones(char_features, sequence.word2ph)
-        return self._run(
-            request.voice.durations, sequence, bert, request.style_vector, request.inputs
+        durations: NDArray[np.float32] | None = self._run(
+            self._features.durations,
+            request.voice,
+            sequence,
+            char_features,
+            request.style_vector,
+            request.inputs,
         )
+        return durations
 
     def _seconds_per_frame(self, request: _Request) -> float:
         config = request.voice.files.config

@@ -28,6 +28,9 @@ _LOGGER = logging.getLogger(__name__)
 CPU_PROVIDER = "CPUExecutionProvider"
 CUDA_PROVIDER = "CUDAExecutionProvider"
 DEVICES = ("auto", "cpu", "cuda")
+# cuDNN's default search (EXHAUSTIVE) benchmarks every convolution again for each new input shape,
+# and every sentence has a new length; HEURISTIC asks cuDNN's heuristics instead, at no cost.
+CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC"}
 
 
 def physical_cores() -> int:
@@ -90,8 +93,10 @@ class SessionFactory:
         return self.threads if self.threads else physical_cores()
 
     @property
-    def providers(self) -> list[str]:
-        return [CUDA_PROVIDER, CPU_PROVIDER] if self.device == "cuda" else [CPU_PROVIDER]
+    def providers(self) -> list[str | tuple[str, dict[str, str]]]:
+        if self.device == "cuda":
+            return [(CUDA_PROVIDER, CUDA_OPTIONS), CPU_PROVIDER]
+        return [CPU_PROVIDER]
 
     def options(self) -> ort.SessionOptions:
         options = ort.SessionOptions()

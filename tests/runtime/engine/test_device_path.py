@@ -225,6 +225,9 @@ def test_forced_cuda_engine_takes_the_device_path(forced_cuda_engine: Engine) ->
     assert forced_cuda_engine.device == "cuda"
     path = forced_cuda_engine._features
     assert isinstance(path, DevicePath) and path.memory == "cpu"
+    # Every sentence is a new shape: no cuDNN benchmark per shape.
+    cuda, _ = forced_cuda_engine._sessions.providers
+    assert cuda == (CUDA, {"cudnn_conv_algo_search": "HEURISTIC"})
 
 
 def test_device_path_gives_the_host_path_audio(

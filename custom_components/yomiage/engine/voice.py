@@ -51,7 +51,10 @@ class Voice:
                 f"speaker {self.name!r} has no style {style!r}; styles: {', '.join(self.styles)}"
             )
         mean = self._style_vectors[0]
-        return (mean + (self._style_vectors[row] - mean) * weight).astype(np.float32)
+        weighted: NDArray[np.float32] = (mean + (self._style_vectors[row] - mean) * weight).astype(
+            np.float32
+        )
+        return weighted
 
     def load(self) -> None:
         """Create both sessions now (used to validate a bundle and to warm up)."""

@@ -1,0 +1,135 @@
+"""The benchmark harness (tools/bench.py, tools/bench_worker.py): a quick run end to end, and the
+arithmetic of its targets on made-up figures."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools import bench, bench_worker
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One --quick run with Yomiage as its own peer (an A/A run: same code, two processes)."""
+    out = tmp_path_factory.mktemp("bench")
+    assert bench.main(["--quick", "--peer", "self", "--out", str(out)]) == 0
+    return out
+
+
+def test_quick_run_writes_json_table_and_chart(quick_run: Path) -> None:
+    results = json.loads((quick_run / "results.json").read_text(encoding="utf-8"))
+    assert list(results["configs"]) == ["yomiage", "yomiage-again"]
+    assert (quick_run / "results.png").read_bytes().startswith(PNG_SIGNATURE)
+    report = (quick_run / "results.md").read_text(encoding="utf-8")
+    assert "first audio, Assist reply" in report and "| short | yomiage |" in report
+
+
+def test_quick_run_measures_each_process_on_its_own(quick_run: Path) -> None:
+    results = json.loads((quick_run / "results.json").read_text(encoding="utf-8"))
+    for entry in results["configs"].values():
+        memory = entry["memory_end"]["memory_kb"]
+        assert memory["VmHWM"] >= memory["VmRSS"] > memory["RssAnon"] > 0
+        assert entry["load"]["ready_s"] > entry["load"]["load_s"] > 0
+        for text in bench.QUICK_TEXTS:
+            runs = entry["texts"][text]
+            assert len(runs["compute_s"]) == 1  # --quick: one repetition
+            assert runs["audio_s"][0] > 0.2
+            assert 0 < runs["stream_first_audio_s"][0] <= runs["stream_total_s"][0]
+    # Only the first configuration pays for preparing the graph cache (a fresh one per run).
+    assert "first_load" in results["configs"]["yomiage"]
+    assert "first_load" not in results["configs"]["yomiage-again"]
+    assert (quick_run / "yomiage-cache" / "sessions").is_dir()
+
+
+def test_quick_run_targets_are_ratios_of_the_recorded_medians(quick_run: Path) -> None:
+    results = json.loads((quick_run / "results.json").read_text(encoding="utf-8"))
+    ours = bench.figures(results["configs"]["yomiage"])
+    peer = bench.figures(results["configs"]["yomiage-again"])
+    first_audio = next(t for t in bench.targets(ours, peer) if t.name.startswith("first audio"))
+    recorded = results["configs"]["yomiage"]["texts"]["assist"]["stream_first_audio_s"][0]
+    whole = results["configs"]["yomiage-again"]["texts"]["assist"]["compute_s"][0]
+    assert first_audio.ratio == pytest.approx(recorded / whole)
+
+
+# -- target arithmetic on made-up figures ----------------------------------------------------------
+def made_up(compute: float, audio: float, first: float, peak_mb: float, ready: float) -> Any:
+    texts = {
+        name: {
+            "audio_s": audio,
+            "compute_s": compute,
+            "cpu_s": compute,
+            "speed": audio / compute,
+            "first_audio_s": first,
+        }
+        for name in ("long", "assist")
+    }
+    return bench.Figures(ready, None, peak_mb / 2, peak_mb, peak_mb / 3, texts)
+
+
+def by_goal(found: list[bench.Target]) -> dict[str, bench.Target]:
+    return {target.goal: target for target in found}
+
+
+def test_targets_met_when_every_ratio_is_inside_its_goal() -> None:
+    ours = made_up(compute=10.0, audio=20.0, first=2.0, peak_mb=500, ready=2.0)
+    peer = made_up(compute=13.0, audio=20.0, first=5.0, peak_mb=1000, ready=10.0)
+    found = by_goal(bench.targets(ours, peer))
+    assert found[">= 1.2"].ratio == pytest.approx(1.3)
+    assert found["<= 0.25"].ratio == pytest.approx(2.0 / 13.0)
+    assert found["<= 0.6"].ratio == pytest.approx(0.5)
+    assert found["<= 0.7"].ratio == pytest.approx(0.2)
+    assert all(target.met for target in found.values())
+
+
+def test_speed_does_not_count_when_less_audio_came_out() -> None:
+    ours = made_up(compute=10.0, audio=15.0, first=2.0, peak_mb=500, ready=2.0)
+    peer = made_up(compute=13.0, audio=20.0, first=5.0, peak_mb=1000, ready=10.0)
+    speed = by_goal(bench.targets(ours, peer))[">= 1.2"]
+    assert speed.ratio == pytest.approx(1.3) and not speed.met
+
+
+def test_missed_targets_are_marked_in_the_table() -> None:
+    ours = made_up(compute=12.0, audio=20.0, first=4.0, peak_mb=900, ready=9.0)
+    peer = made_up(compute=13.0, audio=20.0, first=5.0, peak_mb=1000, ready=10.0)
+    lines = bench._targets_table(bench.targets(ours, peer), "ours", "peer")
+    assert sum("**no**" in line for line in lines) == 4
+
+
+# -- pieces ------------------------------------------------------------------------------------
+def test_one_speaker_view_links_the_first_speaker_and_its_first_style(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    for name, styles in (("b-voice", {"Happy": 1, "Neutral": 0}), ("a-voice", {"Calm": 0})):
+        folder = bundle / "onnx" / "speakers" / name
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps({"data": {"style2id": styles}}))
+    (bundle / "bert").mkdir()
+    (bundle / "onnx" / "bert").mkdir()
+    view, voice = bench.one_speaker_view(bundle, tmp_path / "view")
+    assert voice == "a-voice/Calm"
+    assert [p.name for p in (view / "onnx" / "speakers").iterdir()] == ["a-voice"]
+    assert (view / "bert").resolve() == (bundle / "bert").resolve()
+
+
+def test_bundle_without_speakers_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "bundle" / "onnx" / "speakers").mkdir(parents=True)
+    with pytest.raises(bench.BenchError, match="no speaker folders"):
+        bench.one_speaker_view(tmp_path / "bundle", tmp_path / "view")
+
+
+def test_worker_answers_memory_and_reports_errors_as_answers() -> None:
+    commands = io.StringIO(
+        '{"cmd": "memory"}\n{"cmd": "synth", "text": "あ"}\n{"cmd": "bogus"}\n{"cmd": "quit"}\n'
+    )
+    answers = io.StringIO()
+    bench_worker.serve(bench_worker.Worker("yomiage", Path("unused"), "a/b"), commands, answers)
+    memory, early, bogus = (json.loads(line) for line in answers.getvalue().splitlines())
+    assert memory["memory_kb"]["VmHWM"] > 0
+    assert "send load first" in early["error"]
+    assert "unknown command" in bogus["error"]

@@ -1,0 +1,545 @@
+"""Side-by-side benchmark: Yomiage against a peer engine on the same bundle, texts and machine.
+
+    .venv-tools/bin/python -m tools.bench [--peer hayakoe] [--quick] [--out bench-out]
+
+Each configuration runs in its own fresh process (tools/bench_worker.py, under the venv of the
+engine it measures), so that its memory is its own. Runs of the two engines alternate repetition
+by repetition, so that a noisy machine slows both alike: compare the ratios of one run.
+
+Measured per configuration: cold load (process start to ready, one speaker); per text the
+compute time, audio length and speed factor (audio s / compute s; 2 warm-ups, median of 5); time
+to first audio when streaming; peak RSS (VmHWM) after load and after all synthesis. Written to
+the output folder: results.json (every repetition), results.md (the tables) and results.png.
+
+``--peer``: ``hayakoe`` (hayakoe 1.3.1 from .venv-peer, built by tools/peer/make_venv.sh when
+missing), ``published`` (Yomiage with its graph cache off: the graphs as published), ``self``
+(Yomiage against itself: the ratios show this machine's noise), or ``none``.
+``--quick``: the tiny bundle, two texts, one repetition: a smoke test of the harness itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+FULL_BUNDLE = REPO / ".cache" / "bundle-full"
+TINY_BUNDLE = REPO / "tests" / "fixtures" / "bundle-tiny"
+OURS_PYTHON = REPO / ".venv" / "bin" / "python"
+PEER_PYTHON = REPO / ".venv-peer" / "bin" / "python"
+PEER_VENV_SCRIPT = REPO / "tools" / "peer" / "make_venv.sh"
+
+TEXTS = {
+    "short": "今日はとてもいい天気ですね。",
+    "medium": (
+        "おはようございます。今日の東京は晴れ、最高気温は二十三度の予想です。"
+        "夕方からは風が強くなるので、洗濯物は早めに取り込みましょう。"
+    ),
+    "long": (
+        "昔々、ある山のふもとに小さな村がありました。"
+        "村には働き者のおじいさんとおばあさんが住んでいました。"
+        "ある日、おじいさんは山へしばかりに出かけました。"
+        "おばあさんは川へ洗濯に行きました。"
+        "すると川上から、大きな桃がどんぶらこと流れてきました。"
+        "おばあさんはその桃を拾って、家に持って帰りました。"
+        "二人で桃を切ろうとすると、中から元気な男の子が生まれました。"
+        "二人はその子を桃太郎と名付けて、大切に育てました。"
+    ),
+    "assist": (
+        "リビングの照明をつけました。現在の室温は二十二度、湿度は四十五パーセントです。"
+        "ほかに何かお手伝いできることはありますか？"
+    ),
+}
+QUICK_TEXTS = ("short", "assist")
+TTFA_TEXT = "assist"  # the streaming target: first audio of a three-sentence Assist reply
+SPEED_TEXT = "long"
+
+
+class BenchError(RuntimeError):
+    """A worker failed or answered with an error; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str  # as shown in the tables
+    impl: str  # bench_worker --impl
+    python: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    source: Path  # the bundle measured
+    bundle: Path  # its one-speaker view, which both engines load
+    voice: str  # speaker/style
+    texts: tuple[str, ...]
+    warmups: int
+    reps: int
+    out: Path
+
+
+# -- workers ---------------------------------------------------------------------------------
+class Worker:
+    """A bench_worker process: one JSON line out, one JSON line back."""
+
+    def __init__(self, config: Config, plan: Plan) -> None:
+        self.config = config
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **config.env}
+        command = [str(config.python), "-m", "tools.bench_worker", "--impl", config.impl]
+        command += ["--bundle", str(plan.bundle), "--voice", plan.voice]
+        self.log = (plan.out / f"{config.name}.log").open("a", encoding="utf-8")
+        self.spawned = time.perf_counter()
+        self.process = subprocess.Popen(
+            command,
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+        )
+
+    def ask(self, command: str, **arguments: Any) -> dict[str, Any]:
+        assert self.process.stdin and self.process.stdout
+        self.process.stdin.write(json.dumps({"cmd": command, **arguments}) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise BenchError(f"{self.config.name}: worker exited during {command!r} (see log)")
+        answer: dict[str, Any] = json.loads(line)
+        if "error" in answer:
+            raise BenchError(f"{self.config.name}: {command} failed: {answer['error']}")
+        return answer
+
+    def load(self) -> dict[str, Any]:
+        answer = self.ask("load")
+        answer["ready_s"] = time.perf_counter() - self.spawned  # interpreter start included
+        return answer
+
+    def close(self) -> None:
+        if self.process.poll() is None and self.process.stdin:
+            self.process.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
+            self.process.stdin.close()
+            self.process.wait(timeout=60)
+        self.log.close()
+
+
+# -- the run ------------------------------------------------------------------------------------
+def run(configs: Sequence[Config], plan: Plan) -> dict[str, Any]:
+    """Every measurement, raw: per configuration its load, memory and per-text repetitions."""
+    results: dict[str, Any] = {"plan": _describe(plan), "machine": machine(), "configs": {}}
+    started = time.perf_counter()
+    first_load = _first_load(configs[0], plan)
+    workers: list[Worker] = []
+    try:
+        for config in configs:  # one at a time: a load never competes with another one
+            workers.append(Worker(config, plan))
+            loaded = workers[-1].load()
+            results["configs"][config.name] = {"load": loaded, "texts": {}}
+            _progress(f"{config.name}: ready in {loaded['ready_s']:.1f} s")
+        results["configs"][configs[0].name]["first_load"] = first_load
+        for text in plan.texts:
+            _measure_text(workers, text, plan, results)
+        for worker in workers:
+            results["configs"][worker.config.name]["memory_end"] = worker.ask("memory")
+    finally:
+        for worker in workers:
+            worker.close()
+    results["elapsed_s"] = time.perf_counter() - started
+    results["machine"]["load_average_end"] = os.getloadavg()
+    return results
+
+
+def _first_load(config: Config, plan: Plan) -> dict[str, Any]:
+    """A throw-away process that loads once: on a fresh cache, Yomiage's first start ever."""
+    worker = Worker(config, plan)
+    try:
+        loaded = worker.load()
+    finally:
+        worker.close()
+    _progress(f"{config.name}: first load (prepares the graph cache) {loaded['ready_s']:.1f} s")
+    return loaded
+
+
+def _measure_text(
+    workers: Sequence[Worker], text_name: str, plan: Plan, results: dict[str, Any]
+) -> None:
+    text = TEXTS[text_name]
+    for worker in workers:
+        for _ in range(plan.warmups):
+            worker.ask("synth", text=text)
+    runs: dict[str, dict[str, list[float]]] = {w.config.name: {} for w in workers}
+    for rep in range(plan.reps):
+        order = list(workers) if rep % 2 == 0 else list(reversed(workers))  # cancels drift
+        for worker in order:
+            _append(runs[worker.config.name], worker.ask("synth", text=text))
+        for worker in order:
+            streamed = worker.ask("stream", text=text)
+            _append(runs[worker.config.name], {f"stream_{k}": v for k, v in streamed.items()})
+    for name, values in runs.items():
+        results["configs"][name]["texts"][text_name] = values
+    shown = ", ".join(f"{name} {_median(v['compute_s']):.2f} s" for name, v in runs.items())
+    _progress(f"{text_name}: {shown}")
+
+
+def _append(into: dict[str, list[float]], values: dict[str, float]) -> None:
+    for key, value in values.items():
+        into.setdefault(key, []).append(value)
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def _progress(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
+            names = (line.split(":", 1)[1].strip() for line in cpuinfo if "model name" in line)
+            model = next(names, "")
+    except OSError:
+        pass
+    return {
+        "cpu": model or platform.processor(),
+        "cores": os.cpu_count(),
+        "machine": platform.machine(),
+        "load_average_start": os.getloadavg(),
+    }
+
+
+def _describe(plan: Plan) -> dict[str, Any]:
+    return {
+        "bundle": str(plan.source),
+        "voice": plan.voice,
+        "texts": {name: TEXTS[name] for name in plan.texts},
+        "warmups": plan.warmups,
+        "reps": plan.reps,
+    }
+
+
+# -- figures ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Figures:
+    """One configuration's medians."""
+
+    ready_s: float
+    first_load_s: float | None
+    peak_load_mb: float
+    peak_end_mb: float
+    anon_end_mb: float
+    texts: dict[str, dict[str, float]]  # text -> audio_s, compute_s, cpu_s, speed, first_audio_s
+
+
+def figures(entry: dict[str, Any]) -> Figures:
+    first = entry.get("first_load")
+    return Figures(
+        ready_s=entry["load"]["ready_s"],
+        first_load_s=first["ready_s"] if first else None,
+        peak_load_mb=entry["load"]["memory_kb"]["VmHWM"] / 1024,
+        peak_end_mb=entry["memory_end"]["memory_kb"]["VmHWM"] / 1024,
+        anon_end_mb=entry["memory_end"]["memory_kb"].get("RssAnon", 0) / 1024,
+        texts={name: _text_figures(runs) for name, runs in entry["texts"].items()},
+    )
+
+
+def _text_figures(runs: dict[str, list[float]]) -> dict[str, float]:
+    speeds = [a / c for a, c in zip(runs["audio_s"], runs["compute_s"], strict=True)]
+    return {
+        "audio_s": _median(runs["audio_s"]),
+        "compute_s": _median(runs["compute_s"]),
+        "cpu_s": _median(runs["cpu_s"]),
+        "speed": _median(speeds),
+        "first_audio_s": _median(runs["stream_first_audio_s"]),
+    }
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    ours: float
+    peer: float
+    ratio: float
+    goal: str
+    met: bool
+
+
+def targets(ours: Figures, peer: Figures) -> list[Target]:
+    """The issue's targets, as ratios of one run (missing texts are left out)."""
+    found = []
+    if TTFA_TEXT in ours.texts and TTFA_TEXT in peer.texts:
+        first = ours.texts[TTFA_TEXT]["first_audio_s"]
+        whole = peer.texts[TTFA_TEXT]["compute_s"]
+        found.append(
+            Target(
+                "first audio, Assist reply (s; peer: whole generate)",
+                first,
+                whole,
+                first / whole,
+                "<= 0.25",
+                first / whole <= 0.25,
+            )
+        )
+    if SPEED_TEXT in ours.texts and SPEED_TEXT in peer.texts:
+        mine, theirs = ours.texts[SPEED_TEXT], peer.texts[SPEED_TEXT]
+        ratio = theirs["compute_s"] / mine["compute_s"]
+        enough_audio = mine["audio_s"] >= 0.95 * theirs["audio_s"]
+        found.append(
+            Target(
+                "speed, long text (compute s; ratio = peer / ours)",
+                mine["compute_s"],
+                theirs["compute_s"],
+                ratio,
+                ">= 1.2",
+                ratio >= 1.2 and enough_audio,
+            )
+        )
+    found.append(
+        Target(
+            "peak RSS after synthesis (MB)",
+            ours.peak_end_mb,
+            peer.peak_end_mb,
+            ours.peak_end_mb / peer.peak_end_mb,
+            "<= 0.6",
+            ours.peak_end_mb <= 0.6 * peer.peak_end_mb,
+        )
+    )
+    found.append(
+        Target(
+            "cold load, start to ready (s)",
+            ours.ready_s,
+            peer.ready_s,
+            ours.ready_s / peer.ready_s,
+            "<= 0.7",
+            ours.ready_s <= 0.7 * peer.ready_s,
+        )
+    )
+    return found
+
+
+# -- reports ------------------------------------------------------------------------------------
+def markdown(results: dict[str, Any], peer_name: str | None) -> str:
+    names = list(results["configs"])
+    table = {name: figures(results["configs"][name]) for name in names}
+    lines = [_header(results), ""]
+    if peer_name:
+        lines += _targets_table(targets(table[names[0]], table[peer_name]), names[0], peer_name)
+    lines += _texts_table(table)
+    lines += _load_table(table)
+    return "\n".join(lines) + "\n"
+
+
+def _header(results: dict[str, Any]) -> str:
+    plan, host = results["plan"], results["machine"]
+    return (
+        f"Bundle `{Path(plan['bundle']).name}`, voice `{plan['voice']}`; {plan['warmups']} "
+        f"warm-ups, median of {plan['reps']}; {host['cpu']} ({host['cores']} cores), load "
+        f"average {host['load_average_start'][0]:.1f} at start; run took "
+        f"{results['elapsed_s'] / 60:.1f} min."
+    )
+
+
+def _targets_table(found: list[Target], ours: str, peer: str) -> list[str]:
+    lines = [f"| target | {ours} | {peer} | ratio | goal | met |", "|---|---|---|---|---|---|"]
+    for t in found:
+        met = "yes" if t.met else "**no**"
+        lines.append(
+            f"| {t.name} | {t.ours:.2f} | {t.peer:.2f} | {t.ratio:.2f} | {t.goal} | {met} |"
+        )
+    return [*lines, ""]
+
+
+def _texts_table(table: dict[str, Figures]) -> list[str]:
+    lines = [
+        "| text | engine | audio s | compute s | speed (x real time) | CPU s | first audio s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    texts = next(iter(table.values())).texts
+    for text in texts:
+        for name, fig in table.items():
+            f = fig.texts[text]
+            lines.append(
+                f"| {text} | {name} | {f['audio_s']:.2f} | {f['compute_s']:.2f} | "
+                f"{f['speed']:.2f} | {f['cpu_s']:.2f} | {f['first_audio_s']:.2f} |"
+            )
+    return [*lines, ""]
+
+
+def _load_table(table: dict[str, Figures]) -> list[str]:
+    lines = [
+        "| engine | start to ready s | first start s | peak RSS after load MB "
+        "| peak RSS at end MB | private (anon) RSS at end MB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, f in table.items():
+        first = f"{f.first_load_s:.1f}" if f.first_load_s is not None else "-"
+        lines.append(
+            f"| {name} | {f.ready_s:.1f} | {first} | {f.peak_load_mb:.0f} "
+            f"| {f.peak_end_mb:.0f} | {f.anon_end_mb:.0f} |"
+        )
+    return [*lines, ""]
+
+
+def chart(results: dict[str, Any], path: Path) -> None:
+    """Four panels: speed per text, first audio per text, start-up time, peak memory."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    table = {name: figures(entry) for name, entry in results["configs"].items()}
+    texts = list(next(iter(table.values())).texts)
+    fig, axes = pyplot.subplots(2, 2, figsize=(11, 7))
+    _grouped(axes[0][0], table, texts, "speed", "speed (x real time)")
+    _grouped(axes[0][1], table, texts, "first_audio_s", "first audio when streaming (s)")
+    names = list(table)
+    axes[1][0].bar(names, [table[n].ready_s for n in names], color=_colours(len(names)))
+    axes[1][0].set_title("start to ready, one speaker (s)")
+    axes[1][1].bar(names, [table[n].peak_end_mb for n in names], color=_colours(len(names)))
+    axes[1][1].set_title("peak RSS after synthesis (MB)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    pyplot.close(fig)
+
+
+def _grouped(axis: Any, table: dict[str, Figures], texts: list[str], key: str, title: str) -> None:
+    width = 0.8 / len(table)
+    for index, (name, fig) in enumerate(table.items()):
+        positions = [i + index * width for i in range(len(texts))]
+        axis.bar(
+            positions,
+            [fig.texts[t][key] for t in texts],
+            width,
+            label=name,
+            color=_colours(len(table))[index],
+        )
+    axis.set_xticks([i + 0.4 - width / 2 for i in range(len(texts))], texts)
+    axis.set_title(title)
+    axis.legend()
+
+
+def _colours(count: int) -> list[str]:
+    return ["#d1495b", "#00798c", "#edae49", "#66a182"][:count]
+
+
+# -- setting up -------------------------------------------------------------------------------
+def one_speaker_view(bundle: Path, folder: Path) -> tuple[Path, str]:
+    """A bundle of links holding the first speaker only, and its first voice (speaker/style).
+
+    Both engines load every speaker they find; the measured configuration is one speaker.
+    """
+    speakers = sorted(p for p in (bundle / "onnx" / "speakers").iterdir() if p.is_dir())
+    if not speakers:
+        raise BenchError(f"{bundle}: no speaker folders under onnx/speakers")
+    speaker = speakers[0]
+    config = json.loads((speaker / "config.json").read_text(encoding="utf-8"))
+    style = min(config["data"]["style2id"].items(), key=lambda item: item[1])[0]
+    shutil.rmtree(folder, ignore_errors=True)
+    (folder / "onnx" / "speakers").mkdir(parents=True)
+    (folder / "bert").symlink_to((bundle / "bert").resolve())
+    (folder / "onnx" / "bert").symlink_to((bundle / "onnx" / "bert").resolve())
+    (folder / "onnx" / "speakers" / speaker.name).symlink_to(speaker.resolve())
+    return folder, f"{speaker.name}/{style}"
+
+
+def bundle_for(quick: bool, explicit: Path | None, out: Path) -> Path:
+    if explicit:
+        return explicit
+    if quick:
+        if (TINY_BUNDLE / "onnx" / "speakers").is_dir():
+            return TINY_BUNDLE
+        return _built("tiny", out / "bundle-tiny")
+    return _built("full", FULL_BUNDLE)
+
+
+def _built(preset: str, folder: Path) -> Path:
+    from tools.make_bundle import ensure_bundle  # torch: only when a bundle must be built
+
+    _progress(f"building the {preset} bundle in {folder} (once)")
+    return ensure_bundle(preset, folder)
+
+
+def configs_for(peer: str, cache: Path) -> list[Config]:
+    ours = Config("yomiage", "yomiage", OURS_PYTHON, {"YOMIAGE_CACHE_DIR": str(cache)})
+    if peer == "none":
+        return [ours]
+    if peer == "hayakoe":
+        return [ours, Config("hayakoe", "hayakoe", _peer_python())]
+    if peer == "published":
+        env = {"YOMIAGE_CACHE_DIR": str(cache), "YOMIAGE_GRAPH_CACHE": "0"}
+        return [ours, Config("yomiage-published", "yomiage", OURS_PYTHON, env)]
+    return [ours, Config("yomiage-again", "yomiage", OURS_PYTHON, dict(ours.env))]
+
+
+def _peer_python() -> Path:
+    if not PEER_PYTHON.is_file():
+        _progress("building .venv-peer (hayakoe 1.3.1) with tools/peer/make_venv.sh")
+        subprocess.run([str(PEER_VENV_SCRIPT)], cwd=REPO, check=True)
+    return PEER_PYTHON
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--peer", choices=["hayakoe", "published", "self", "none"], default="none")
+    parser.add_argument("--quick", action="store_true", help="tiny bundle, 2 texts, 1 rep")
+    parser.add_argument("--out", type=Path, default=REPO / "bench-out")
+    parser.add_argument("--bundle", type=Path, help="bundle to use instead of the preset's")
+    parser.add_argument("--texts", nargs="+", choices=sorted(TEXTS))
+    parser.add_argument("--reps", type=int)
+    parser.add_argument("--warmups", type=int)
+    parser.add_argument(
+        "--keep-cache",
+        action="store_true",
+        help="reuse Yomiage's graph cache from the last run (first start not measured then)",
+    )
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    cache = out / "yomiage-cache"
+    if not args.keep_cache:
+        shutil.rmtree(cache, ignore_errors=True)
+    source = bundle_for(args.quick, args.bundle, out).resolve()
+    bundle, voice = one_speaker_view(source, out / "bundle")
+    plan = Plan(
+        source=source,
+        bundle=bundle,
+        voice=voice,
+        texts=tuple(args.texts or (QUICK_TEXTS if args.quick else TEXTS)),
+        warmups=args.warmups if args.warmups is not None else (1 if args.quick else 2),
+        reps=args.reps or (1 if args.quick else 5),
+        out=out,
+    )
+    try:
+        results = run(configs_for(args.peer, cache), plan)
+    except BenchError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    peer_name = None if args.peer == "none" else list(results["configs"])[1]
+    report = markdown(results, peer_name)
+    (out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    (out / "results.md").write_text(report, encoding="utf-8")
+    chart(results, out / "results.png")
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""One benchmark configuration in its own process (started by tools/bench.py; never imports torch).
+
+    python -m tools.bench_worker --impl yomiage|hayakoe --bundle DIR --voice SPEAKER/STYLE
+
+Reads one JSON command per line on stdin and answers one JSON line on stdout:
+``{"cmd": "load"}``, ``{"cmd": "synth", "text": ...}``, ``{"cmd": "stream", "text": ...}``,
+``{"cmd": "memory"}``, ``{"cmd": "quit"}``. Anything the libraries print goes to stderr, so that
+stdout carries only answers. Runs under the venv of the engine it measures (.venv for Yomiage,
+.venv-peer for hayakoe), so it imports nothing from the rest of ``tools``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+MEMORY_FIELDS = ("VmHWM", "VmRSS", "RssAnon", "RssFile")
+
+
+class Engine(Protocol):
+    imported: float  # perf_counter() when the library had been imported
+    rate: int
+
+    def synthesize(self, text: str) -> int:
+        """Samples of the whole text."""
+
+    def stream(self, text: str) -> Iterator[int]:
+        """Samples of each piece as it is ready."""
+
+
+def memory() -> dict[str, int]:
+    """Peak (VmHWM) and current resident memory of this process, in kB (Linux)."""
+    found: dict[str, int] = {}
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in MEMORY_FIELDS:
+                found[key] = int(value.split()[0])
+    return found
+
+
+class Yomiage:
+    def __init__(self, bundle: Path, voice: str) -> None:
+        from yomiage_engine.engine import Engine as YomiageEngine
+        from yomiage_engine.options import SynthesisOptions
+
+        self.imported = time.perf_counter()
+        self.engine = YomiageEngine(bundle, device="cpu")
+        self.engine.load_all()  # the bench bundle view holds the one speaker measured
+        self.options = SynthesisOptions(voice=voice)
+        self.rate = self.engine.sample_rate
+
+    def synthesize(self, text: str) -> int:
+        return int(self.engine.synthesize(text, self.options).audio.shape[0])
+
+    def stream(self, text: str) -> Iterator[int]:
+        for chunk in self.engine.stream(text, self.options):
+            yield int(chunk.pcm.shape[0])
+
+
+class Hayakoe:
+    def __init__(self, bundle: Path, voice: str) -> None:
+        from hayakoe import TTS
+
+        self.imported = time.perf_counter()
+        speaker, _, self.style = voice.partition("/")
+        # hayakoe wants a cache folder even for a local source; it writes nothing there.
+        tts = TTS(device="cpu", cache_dir=bundle.parent / "hayakoe-cache", bert_source=str(bundle))
+        self.speaker = tts.load(speaker, source=str(bundle)).prepare().speakers[speaker]
+        self.rate = int(self.speaker.sampling_rate)
+
+    def synthesize(self, text: str) -> int:
+        return len(self.speaker.generate(text, style=self.style).data)
+
+    def stream(self, text: str) -> Iterator[int]:
+        for piece in self.speaker.stream(text, style=self.style):
+            yield len(piece.data)
+
+
+IMPLEMENTATIONS: dict[str, Callable[[Path, str], Engine]] = {
+    "yomiage": Yomiage,
+    "hayakoe": Hayakoe,
+}
+
+
+def timed_synthesis(engine: Engine, text: str) -> dict[str, float]:
+    """Wall and CPU seconds of one whole-text synthesis, and the seconds of audio it made."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    samples = engine.synthesize(text)
+    return {
+        "compute_s": time.perf_counter() - wall,
+        "cpu_s": time.process_time() - cpu,
+        "audio_s": samples / engine.rate,
+    }
+
+
+def timed_stream(engine: Engine, text: str) -> dict[str, float]:
+    """Seconds until the first piece of audio, and until the last."""
+    started = time.perf_counter()
+    pieces = engine.stream(text)
+    first = next(pieces)
+    first_audio_s = time.perf_counter() - started
+    samples = first + sum(pieces)
+    return {
+        "first_audio_s": first_audio_s,
+        "total_s": time.perf_counter() - started,
+        "audio_s": samples / engine.rate,
+    }
+
+
+class Worker:
+    def __init__(self, impl: str, bundle: Path, voice: str) -> None:
+        self.impl, self.bundle, self.voice = impl, bundle, voice
+        self.engine: Engine | None = None
+
+    def handle(self, command: dict[str, Any]) -> dict[str, Any]:
+        name = command.get("cmd")
+        if name == "load":
+            return self.load()
+        if name == "memory":
+            return {"memory_kb": memory()}
+        if name not in ("synth", "stream"):
+            raise ValueError(f"unknown command {name!r}")
+        if self.engine is None:
+            raise RuntimeError("send load first")
+        if name == "synth":
+            return timed_synthesis(self.engine, command["text"])
+        return timed_stream(self.engine, command["text"])
+
+    def load(self) -> dict[str, Any]:
+        """Import the library and load one speaker (BERT, synthesizer, duration predictor)."""
+        started = time.perf_counter()
+        self.engine = IMPLEMENTATIONS[self.impl](self.bundle, self.voice)
+        ready = time.perf_counter()
+        return {
+            "import_s": self.engine.imported - started,
+            "load_s": ready - self.engine.imported,
+            "memory_kb": memory(),
+        }
+
+
+def serve(worker: Worker, commands: TextIO, answers: TextIO) -> None:
+    for line in commands:
+        command = json.loads(line)
+        if command["cmd"] == "quit":
+            return
+        try:
+            answer = worker.handle(command)
+        except Exception as err:  # reported to the orchestrator, which stops the run
+            answer = {"error": f"{type(err).__name__}: {err}", "trace": traceback.format_exc()}
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.bench_worker")
+    parser.add_argument("--impl", choices=sorted(IMPLEMENTATIONS), required=True)
+    parser.add_argument("--bundle", type=Path, required=True)
+    parser.add_argument("--voice", required=True, help="SPEAKER/STYLE")
+    args = parser.parse_args()
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # library chatter must not mix in
+    serve(Worker(args.impl, args.bundle, args.voice), sys.stdin, answers)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,7 +10,7 @@ import onnxruntime as ort
 from numpy.typing import NDArray
 
 from .errors import BundleError
-from .runtime import SessionFactory
+from .runtime import CUDA_PROVIDER, SessionFactory
 from .tokenizer import CharTokenizer
 
 
@@ -23,6 +23,8 @@ class BertFeaturizer:
         self._session = sessions.create(graph)
         self._output_name = self._session.get_outputs()[0].name
         self.hidden_size = _feature_size(self._session, graph)
+        # Where the session really runs ("cpu" when onnxruntime fell back from CUDA).
+        self.device = "cuda" if CUDA_PROVIDER in self._session.get_providers() else "cpu"
 
     def char_features(self, texts: Sequence[str]) -> list[NDArray[np.float32]]:
         """Per text: features of [CLS] + each character + [SEP], float32 [len(text) + 2, hidden]."""

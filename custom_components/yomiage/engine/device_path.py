@@ -139,7 +139,9 @@ class DevicePath:
     def char_features(self, texts: Sequence[str]) -> list[CharFeatures]:
         if not texts:
             return []
-        batch, lengths = self._bert.resident_batch(texts, self.memory)
+        batch, lengths = self._bert.resident_batch(texts, self._bert.device)
+        if self._bert.device != self.memory:  # INT8 BERT on the host: one upload per request
+            batch = ort.OrtValue.ortvalue_from_numpy(batch.numpy(), self.memory, 0)
         tokens = int(batch.shape()[1])
         return [
             DeviceFeatures(batch, np.arange(length, dtype=np.int64) + row * tokens)

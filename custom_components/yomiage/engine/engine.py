@@ -11,7 +11,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,8 @@ class Engine:
         self.max_chars = max_chars
         self._sessions = SessionFactory(device=self.device, threads=threads)
         self._frontend = Frontend()
-        self._bert = BertFeaturizer(self._bert_graph(), self.bundle.tokenizer_dir, self._sessions)
+        bert_graph, bert_sessions = self._bert_graph()
+        self._bert = BertFeaturizer(bert_graph, self.bundle.tokenizer_dir, bert_sessions)
         self._features: FeaturePath = (
             DevicePath(self._bert, self._sessions)
             if self.device == "cuda"
@@ -142,10 +143,13 @@ class Engine:
             self._bert.close()
 
     # -- internals -------------------------------------------------------------------------------
-    def _bert_graph(self) -> Path:
+    def _bert_graph(self) -> tuple[Path, SessionFactory]:
+        """BERT's graph and where it runs. Dynamic INT8 does not run on the CUDA provider: a
+        CUDA engine takes the FP32 graph, or else runs INT8 on the CPU and hands the GPU its
+        batch output once per request."""
         if self.device == "cuda" and self.bundle.bert_fp32 is not None:
-            return self.bundle.bert_fp32  # dynamic INT8 does not run on the CUDA provider
-        return self.bundle.bert_q8
+            return self.bundle.bert_fp32, self._sessions
+        return self.bundle.bert_q8, replace(self._sessions, device="cpu")
 
     def _warm_up(self) -> None:
         """Run every voice once, so that the first request does not pay CUDA's start-up

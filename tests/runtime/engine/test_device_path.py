@@ -21,12 +21,17 @@ import pytest
 from numpy.typing import NDArray
 
 from custom_components.yomiage.engine import cuda_probe
-from custom_components.yomiage.engine.bert import join_char_features, spread_over_phones
+from custom_components.yomiage.engine import engine as engine_module
+from custom_components.yomiage.engine.bert import (
+    BertFeaturizer,
+    join_char_features,
+    spread_over_phones,
+)
 from custom_components.yomiage.engine.device_graphs import probe_graph, spread_graph
 from custom_components.yomiage.engine.device_path import DeviceFeatures, DevicePath, HostPath
 from custom_components.yomiage.engine.engine import Engine
 from custom_components.yomiage.engine.errors import DeviceUnavailableError
-from custom_components.yomiage.engine.runtime import resolve_device
+from custom_components.yomiage.engine.runtime import SessionFactory, resolve_device
 from custom_components.yomiage.engine.voice import Voice
 
 from .common import QUIET, THREE_SENTENCES
@@ -287,6 +292,28 @@ def test_device_path_refuses_mixed_batches_and_bad_word2ph(forced_cuda_engine: E
         path.spread_over_phones(first, np.array([1, 1], dtype=np.int64))
     with pytest.raises(TypeError, match="host features"):
         path.join([np.zeros((3, 4), np.float32)])
+
+
+def test_cuda_engine_runs_fp32_bert_on_cuda_and_int8_bert_on_the_cpu(
+    q8_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fp32_bundle = tmp_path / "fp32"
+    shutil.copytree(q8_bundle, fp32_bundle)
+    (fp32_bundle / "onnx/bert/fp32").mkdir()  # the Q8 graph has the FP32 graph's contract
+    shutil.copy(q8_bundle / "onnx/bert/q8/bert_q8.onnx", fp32_bundle / "onnx/bert/fp32/bert.onnx")
+    placed: list[tuple[str, str]] = []
+
+    class RecordingBert(BertFeaturizer):
+        def __init__(self, graph: Path, tokenizer_dir: Path, sessions: SessionFactory) -> None:
+            placed.append((graph.name, sessions.device))
+            super().__init__(graph, tokenizer_dir, sessions)
+
+    monkeypatch.setattr(engine_module, "BertFeaturizer", RecordingBert)
+    monkeypatch.setattr(Engine, "_warm_up", lambda self: None)
+    monkeypatch.setattr(cuda_probe, "cuda_problem", lambda: None)
+    for bundle, device in ((q8_bundle, "cuda"), (fp32_bundle, "cuda"), (fp32_bundle, "cpu")):
+        Engine(bundle, device=device, threads=1).close()
+    assert placed == [("bert_q8.onnx", "cpu"), ("bert.onnx", "cuda"), ("bert_q8.onnx", "cpu")]
 
 
 def test_cuda_engine_warms_every_voice_up_at_load(

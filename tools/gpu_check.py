@@ -13,10 +13,12 @@ command to run elsewhere and copy over).
 
 Prints, per device: load time (CUDA includes the warm-up), time to first audio of the first
 request after load and of later ones, speed factor (audio s / compute s) on a paragraph, BERT
-for 2/4/8/16 sentences in one batch against one by one; then the CUDA/CPU speed ratio, how CPU
-and CUDA audio agree, GPU memory peak (nvidia-smi) and the first run of new sentence lengths
-under cuDNN's HEURISTIC and EXHAUSTIVE convolution search. ``--quick``: one repetition, 2
-sentences, no cuDNN comparison (the smoke test's CPU run takes seconds on the tiny bundle).
+for 2/4/8/16 sentences in one batch against one by one. With CUDA: the same for a CUDA engine
+given INT8 BERT only (as published voices come: BERT then runs on the CPU), the CUDA/CPU speed
+ratio, how CPU and CUDA audio agree, GPU memory peak of the CUDA engine (nvidia-smi), and the
+first run of new sentence lengths under cuDNN's HEURISTIC and EXHAUSTIVE convolution search.
+``--quick`` (a smoke test of the script): one repetition, BERT for 2 sentences, a two-sentence
+paragraph, one new length.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -42,11 +45,13 @@ REPO = Path(__file__).resolve().parent.parent
 ENGINE_DIR = REPO / "custom_components" / "yomiage" / "engine"
 FULL_BUNDLE = REPO / ".cache" / "bundle-full"
 TOOLS_PYTHON = REPO / ".venv-tools" / "bin" / "python"
+FP32_BERT = Path("onnx/bert/fp32/bert.onnx")
 BUILD_COMMAND = ".venv-tools/bin/python -m tools.make_bundle --preset full --out .cache/bundle-full"
 CONV_SEARCH_MODES = ("HEURISTIC", "EXHAUSTIVE")
 WARM_UP_LENGTH = 29  # phones
 NEW_LENGTHS = (41, 67, 103)  # phones; each one a shape the session has not seen
 
+QUICK_PARAGRAPH = "おはようございます。今日の東京は晴れです。"
 PARAGRAPH = (
     "おはようございます。今日の東京は晴れ、最高気温は二十三度の予想です。"
     "夕方からは風が強くなるので、洗濯物は早めに取り込みましょう。"
@@ -176,9 +181,10 @@ def measure_device(
         result["first_audio_s"] = statistics.median(
             first_audio_s(engine, text, quiet) for text in texts[1:]
         )
-        synthesis = engine.synthesize(PARAGRAPH, quiet)
+        paragraph = QUICK_PARAGRAPH if plan.quick else PARAGRAPH
+        synthesis = engine.synthesize(paragraph, quiet)
         result["audio_s"] = synthesis.audio_s
-        result["compute_s"] = median_time(lambda: engine.synthesize(PARAGRAPH, quiet), plan.repeats)
+        result["compute_s"] = median_time(lambda: engine.synthesize(paragraph, quiet), plan.repeats)
         result["speed_factor"] = result["audio_s"] / result["compute_s"]
         result["bert"] = bert_batches(engine, plan.sizes, plan.repeats)
         result["paragraph_pcm"] = synthesis.audio
@@ -206,7 +212,7 @@ def _one_by_one(featurize: Callable[[list[str]], object], texts: list[str]) -> N
         featurize([text])
 
 
-def conv_search(bundle: Path) -> dict[str, dict[str, float]]:
+def conv_search(bundle: Path, lengths: Sequence[int]) -> dict[str, dict[str, float]]:
     """Runs of new phone counts on the first synthesizer, per cuDNN search mode: the first at
     each count (where EXHAUSTIVE benchmarks every convolution), then the same count again."""
     import onnxruntime as ort
@@ -216,17 +222,17 @@ def conv_search(bundle: Path) -> dict[str, dict[str, float]]:
     for mode in CONV_SEARCH_MODES:
         providers = [("CUDAExecutionProvider", {"cudnn_conv_algo_search": mode})]
         session = ort.InferenceSession(str(synthesizer), providers=providers)
-        table[mode] = _new_length_times(session)
+        table[mode] = _new_length_times(session, lengths)
     return table
 
 
-def _new_length_times(session: Any) -> dict[str, float]:
+def _new_length_times(session: Any, lengths: Sequence[int]) -> dict[str, float]:
     import numpy as np
 
     hidden = _bert_width(session)
     session.run(None, _synthesizer_feeds(np, WARM_UP_LENGTH, hidden))  # CUDA's start-up
     first, again = [], []
-    for phones in NEW_LENGTHS:
+    for phones in lengths:
         feeds = _synthesizer_feeds(np, phones, hidden)
         first.append(timed(lambda feeds=feeds: session.run(None, feeds)))
         again.append(timed(lambda feeds=feeds: session.run(None, feeds)))
@@ -316,24 +322,45 @@ def run_check(plan: argparse.Namespace) -> dict[str, Any]:
     api = engine_api()
     bundle = checked_bundle(plan.bundle) if plan.bundle else full_bundle()
     problem = api.cuda_problem()
-    report: dict[str, Any] = {"bundle": str(bundle), "cuda_problem": problem, "devices": {}}
-    report["devices"]["cpu"] = measure_device(api, bundle, "cpu", plan)
+    devices: dict[str, dict[str, Any]] = {}
+    report: dict[str, Any] = {"bundle": str(bundle), "cuda_problem": problem, "devices": devices}
+    devices["cpu"] = measure_device(api, bundle, "cpu", plan)
     report["cpu_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if problem is None:
-        with gpu_memory_peak() as memory:
-            report["devices"]["cuda"] = measure_device(api, bundle, "cuda", plan)
-            if not plan.quick:
-                report["conv_search"] = conv_search(bundle)
-        report["gpu_memory_peak_mib"] = memory["peak_mib"]
-        report["cuda_over_cpu"] = (
-            report["devices"]["cpu"]["compute_s"] / report["devices"]["cuda"]["compute_s"]
-        )
-        report["agreement"] = agreement(
-            report["devices"]["cpu"]["paragraph_pcm"], report["devices"]["cuda"]["paragraph_pcm"]
-        )
-    for figures in report["devices"].values():
+        report.update(cuda_figures(api, bundle, plan, devices))
+    for figures in devices.values():
         del figures["paragraph_pcm"]
     return report
+
+
+def cuda_figures(
+    api: EngineApi, bundle: Path, plan: argparse.Namespace, devices: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    with gpu_memory_peak() as memory:  # the engine alone: the comparisons below add their own
+        devices["cuda"] = measure_device(api, bundle, "cuda", plan)
+    cpu, cuda = devices["cpu"], devices["cuda"]
+    found: dict[str, Any] = {
+        "gpu_memory_peak_mib": memory["peak_mib"],
+        "cuda_over_cpu": cpu["compute_s"] / cuda["compute_s"],
+        "agreement": agreement(cpu["paragraph_pcm"], cuda["paragraph_pcm"]),
+    }
+    if (bundle / FP32_BERT).is_file():  # also as published voices come: INT8 BERT only
+        with int8_bert_view(bundle) as view:
+            devices["cuda, INT8 BERT on the CPU"] = measure_device(api, view, "cuda", plan)
+    found["conv_search"] = conv_search(bundle, NEW_LENGTHS[:1] if plan.quick else NEW_LENGTHS)
+    return found
+
+
+@contextmanager
+def int8_bert_view(bundle: Path) -> Iterator[Path]:
+    """The bundle without its FP32 BERT graph (links to the rest), like a Hub bundle."""
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
+        view = Path(scratch)
+        (view / "onnx" / "bert").mkdir(parents=True)
+        (view / "bert").symlink_to((bundle / "bert").resolve())
+        (view / "onnx" / "speakers").symlink_to((bundle / "onnx" / "speakers").resolve())
+        (view / "onnx" / "bert" / "q8").symlink_to((bundle / "onnx" / "bert" / "q8").resolve())
+        yield view
 
 
 def printed(report: dict[str, Any]) -> str:
@@ -386,7 +413,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--bundle", type=Path, help="a bundle folder (default: the full bundle)")
-    parser.add_argument("--quick", action="store_true", help="one repetition, 2 sentences")
+    parser.add_argument("--quick", action="store_true", help="a smoke test of the script")
     parser.add_argument("--sizes", default="2,4,8,16", help="BERT batch sizes, comma-separated")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per figure (median)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -25,9 +26,13 @@ TINY_BUNDLE = REPO / "tests" / "fixtures" / "bundle-tiny"
 
 
 def _gpu_check(*args: str) -> subprocess.CompletedProcess[str]:
+    return _runtime_python("-m", "tools.gpu_check", *args)
+
+
+def _runtime_python(*args: str) -> subprocess.CompletedProcess[str]:
     assert RUNTIME_PYTHON.is_file(), f"{RUNTIME_PYTHON} missing: run scripts/setup"
     return subprocess.run(
-        [str(RUNTIME_PYTHON), "-m", "tools.gpu_check", *args],
+        [str(RUNTIME_PYTHON), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -52,6 +57,37 @@ def test_cpu_fallback_reports_why_and_measures_the_cpu(tmp_path: Path) -> None:
     assert list(cpu["bert"]) == ["2"]
     assert all(seconds > 0 for seconds in cpu["bert"]["2"].values())
     assert f"speed factor {cpu['speed_factor']:.1f}x" in result.stdout
+
+
+# Runs gpu_check with the CUDA probe answering "works": this onnxruntime then runs every CUDA
+# session on the CPU, so the GPU-only half of the script runs here before a GPU sees it.
+PRETEND_CUDA = """
+import sys
+from tools import gpu_check
+gpu_check.engine_api()  # makes yomiage_engine importable
+import yomiage_engine.cuda_probe as probe
+probe.cuda_problem = lambda: None
+sys.exit(gpu_check.main(sys.argv[1:]))
+"""
+
+
+def test_cuda_half_runs_when_cuda_is_reported_usable(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(TINY_BUNDLE, bundle)
+    (bundle / "onnx/bert/fp32").mkdir()  # the Q8 graph has the FP32 graph's contract
+    shutil.copy(bundle / "onnx/bert/q8/bert_q8.onnx", bundle / "onnx/bert/fp32/bert.onnx")
+    out = tmp_path / "figures.json"
+    args = ["--bundle", str(bundle), "--quick", "--json", str(out)]
+    result = _runtime_python("-c", PRETEND_CUDA, *args)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert list(report["devices"]) == ["cpu", "cuda", "cuda, INT8 BERT on the CPU"]
+    cpu, cuda = report["devices"]["cpu"], report["devices"]["cuda"]
+    assert report["cuda_over_cpu"] == pytest.approx(cpu["compute_s"] / cuda["compute_s"])
+    assert report["agreement"]["cpu_samples"] == report["agreement"]["cuda_samples"]
+    assert report["agreement"]["correlation"] > 0.99  # the same graphs, both on the CPU
+    assert set(report["conv_search"]) == {"HEURISTIC", "EXHAUSTIVE"}
+    assert "CUDA over CPU:" in result.stdout and "cuDNN EXHAUSTIVE: new length" in result.stdout
 
 
 def test_missing_bundle_exits_2_naming_it(tmp_path: Path) -> None:

@@ -141,7 +141,7 @@ def requested_voice(event: Event) -> str | None:
     for key, value in (("name", name), ("speaker", style), ("language", language)):
         if value is not None and not isinstance(value, str):
             raise RequestError(f"{event.type}: voice {key} must be a string", "malformed_event")
-    if name:
+    if name and not _is_japanese(name):  # wyoming 1.5 turns {"language": "ja"} into a name
         return f"{name}/{style}" if style and "/" not in name else name
     if language and not _is_japanese(language):
         raise RequestError(
@@ -152,7 +152,8 @@ def requested_voice(event: Event) -> str | None:
 
 
 def _is_japanese(language: str) -> bool:
-    return language.replace("_", "-").lower().split("-")[0] == LANGUAGE
+    """Whether a tag (ja, ja-JP, ja_JP) means Japanese; a speaker/style never does."""
+    return "/" not in language and language.replace("_", "-").lower().split("-")[0] == LANGUAGE
 
 
 # -- answers -----------------------------------------------------------------------------------

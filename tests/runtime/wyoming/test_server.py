@@ -1,0 +1,213 @@
+"""The Wyoming server driven by the ``wyoming`` client library: voices, whole-text synthesis,
+several clients at once, clients that leave early, and the ``serve`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from wyoming.event import Event
+from wyoming.info import Describe, Info
+from wyoming.tts import Synthesize, SynthesizeVoice
+
+from custom_components.yomiage.engine.engine import Engine
+from custom_components.yomiage.engine.errors import InvalidOptionError, UnknownVoiceError
+from custom_components.yomiage.engine.wyoming_protocol import SAMPLES_PER_CHUNK
+from custom_components.yomiage.engine.wyoming_server import (
+    WyomingTtsServer,
+    add_serve_command,
+    main,
+)
+
+from .client import (
+    QUIET,
+    THREE_SENTENCES,
+    Reply,
+    connect,
+    engine_pcm,
+    read,
+    read_until,
+    synthesize,
+    wait_until_idle,
+)
+
+LONG_TEXT = "".join(f"{n}番目の文を読みます。" for n in range(1, 9))
+
+
+def _all_voices(engine: Engine) -> list[str]:
+    return [f"{speaker}/{style}" for speaker, styles in engine.voices.items() for style in styles]
+
+
+async def test_describe_lists_every_speaker_and_style_as_a_japanese_voice(
+    server: WyomingTtsServer, engine: Engine
+) -> None:
+    async with connect(server) as client:
+        await client.write_event(Describe().event())
+        event = await read(client)
+    assert event is not None and Info.is_type(event.type)
+    (program,) = Info.from_event(event).tts
+    assert program.installed and program.name == "yomiage"
+    assert [voice.name for voice in program.voices] == _all_voices(engine)
+    assert all(voice.languages == ["ja"] and voice.installed for voice in program.voices)
+    assert event.data["tts"][0]["supports_synthesize_streaming"] is True
+
+
+async def test_synthesize_sends_the_engine_audio_as_16_bit_pcm(
+    server: WyomingTtsServer, engine: Engine
+) -> None:
+    voice = _all_voices(engine)[-1]
+    async with connect(server) as client:
+        reply = await synthesize(client, THREE_SENTENCES, voice)
+    assert reply.types[0] == "audio-start" and reply.types[-1] == "audio-stop"
+    assert reply.types.count("audio-start") == 1 and not reply.errors
+    (start,) = reply.starts
+    assert (start.rate, start.width, start.channels) == (engine.sample_rate, 2, 1)
+    assert reply.pcm == engine_pcm(engine, THREE_SENTENCES, voice)
+    chunk_sizes = [len(e.payload or b"") for e in reply.events if e.type == "audio-chunk"]
+    assert max(chunk_sizes) == SAMPLES_PER_CHUNK * 2
+
+
+async def test_voice_can_be_named_in_every_wyoming_form(
+    server: WyomingTtsServer, engine: Engine
+) -> None:
+    speaker, styles = next(reversed(engine.voices.items()))
+    text = "こんにちは。"
+    async with connect(server) as client:
+        by_path = await synthesize(client, text, f"{speaker}/{styles[-1]}")
+        await client.write_event(
+            Synthesize(text=text, voice=SynthesizeVoice(name=speaker, speaker=styles[-1])).event()
+        )
+        by_speaker_field = await read_until(client, "audio-stop")
+        by_language = []
+        # {"language": "ja"}, and {"name": "ja"}: what wyoming 1.5's from_dict turns it into.
+        for voice in ({"language": "ja"}, {"name": "ja"}):
+            await client.write_event(Event("synthesize", {"text": text, "voice": voice}))
+            by_language.append(Reply(await read_until(client, "audio-stop")).pcm)
+        default = await synthesize(client, text)
+    assert b"".join(e.payload or b"" for e in by_speaker_field) == by_path.pcm
+    assert by_path.pcm == engine_pcm(engine, text, f"{speaker}/{styles[-1]}")
+    assert by_language == [default.pcm, default.pcm]
+    assert default.pcm == engine_pcm(engine, text)
+    assert default.pcm != by_path.pcm  # the voice really changes the audio
+
+
+async def test_two_clients_at_once_are_both_served_and_a_short_text_is_not_held_up(
+    server: WyomingTtsServer, engine: Engine
+) -> None:
+    short = "おはようございます。"
+    long_is_speaking = asyncio.Event()
+    finished: list[str] = []
+
+    async def long_client() -> bytes:
+        async with connect(server) as client:
+            await client.write_event(Synthesize(text=LONG_TEXT).event())
+            events = await read_until(client, "audio-chunk")
+            long_is_speaking.set()
+            events += await read_until(client, "audio-stop")
+        finished.append("long")
+        return Reply(events).pcm
+
+    async def short_client() -> bytes:
+        await long_is_speaking.wait()
+        async with connect(server) as client:
+            reply = await synthesize(client, short)
+        finished.append("short")
+        return reply.pcm
+
+    long_pcm, short_pcm = await asyncio.gather(long_client(), short_client())
+    assert long_pcm == engine_pcm(engine, LONG_TEXT)
+    assert short_pcm == engine_pcm(engine, short)
+    assert finished == ["short", "long"]  # served between two of the long text's sentences
+
+
+async def test_a_client_leaving_mid_text_does_not_stop_the_server(
+    server: WyomingTtsServer, engine: Engine
+) -> None:
+    async with connect(server) as client:
+        await client.write_event(Synthesize(text=LONG_TEXT).event())
+        await read_until(client, "audio-chunk")  # then hang up in the middle of the audio
+    async with connect(server) as client:
+        reply = await synthesize(client, "こんにちは。")
+    assert reply.pcm == engine_pcm(engine, "こんにちは。")
+    await wait_until_idle(server)
+    assert not [t for t in threading.enumerate() if t.name.startswith("yomiage-wyoming")]
+
+
+async def test_serves_on_a_unix_socket(engine: Engine, tmp_path: Path) -> None:
+    socket_path = tmp_path / "tts.sock"
+    server = WyomingTtsServer(engine, options=QUIET)
+    await server.start(f"unix://{socket_path}")
+    assert server.address == f"unix://{socket_path}"
+    try:
+        # A client in another process: the test plugin blocks Unix-socket connects in this one.
+        client = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", UNIX_DESCRIBE, str(socket_path), stdout=asyncio.subprocess.PIPE
+        )
+        header, _ = await asyncio.wait_for(client.communicate(), 30)
+    finally:
+        await server.stop()
+    assert json.loads(header)["type"] == "info"
+    assert not socket_path.exists()
+
+
+UNIX_DESCRIBE = """
+import socket, sys
+with socket.socket(socket.AF_UNIX) as client:
+    client.connect(sys.argv[1])
+    client.sendall(b'{"type": "describe"}\\n')
+    sys.stdout.buffer.write(client.makefile("rb").readline())
+"""
+
+
+def test_default_voice_and_options_are_checked_when_the_server_is_made(engine: Engine) -> None:
+    with pytest.raises(UnknownVoiceError, match="nobody"):
+        WyomingTtsServer(engine, voice="nobody")
+    speaker = next(iter(engine.voices))
+    with pytest.raises(UnknownVoiceError, match="no style 'Shouting'"):
+        WyomingTtsServer(engine, voice=f"{speaker}/Shouting")
+    with pytest.raises(InvalidOptionError, match="speed"):
+        WyomingTtsServer(engine, options=QUIET.with_changes(speed=0.0))
+
+
+async def test_default_voice_is_used_when_a_request_names_none(
+    engine: Engine,
+) -> None:
+    voice = _all_voices(engine)[-1]
+    server = WyomingTtsServer(engine, voice=voice, options=QUIET)
+    await server.start("tcp://127.0.0.1:0")
+    try:
+        async with connect(server) as client:
+            reply = await synthesize(client, "こんにちは。")
+    finally:
+        await server.stop()
+    assert reply.pcm == engine_pcm(engine, "こんにちは。", voice)
+
+
+def test_serve_command_arguments(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser(prog="yomiage")
+    add_serve_command(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["serve", "--bundle", str(tmp_path), "--speed", "1.2"])
+    assert args.uri == "tcp://0.0.0.0:10200" and args.voice == "default"
+    assert args.speed == 1.2 and args.threads is None and args.device == "auto"
+    assert callable(args.handler)
+
+
+@pytest.mark.parametrize("uri", ["http://127.0.0.1:10200", "tcp://127.0.0.1", "tcp://:10", "x"])
+def test_a_bad_uri_is_refused_before_loading_anything(
+    uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--uri", uri, "--bundle", str(tmp_path)]) == 2
+    assert "--uri must look like tcp://HOST:PORT" in capsys.readouterr().err
+
+
+def test_a_missing_bundle_is_named_in_the_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no-such-bundle"
+    assert main(["--uri", "tcp://127.0.0.1:0", "--bundle", str(missing)]) == 2
+    assert str(missing) in capsys.readouterr().err

@@ -13,5 +13,7 @@ TINY_BUNDLE = FIXTURES / "bundle-tiny"
 @pytest.fixture(scope="session")
 def tiny_bundle() -> Path:
     """The committed tiny bundle (random weights, real architecture): read-only."""
-    assert (TINY_BUNDLE / "onnx" / "speakers").is_dir(), "run: python -m tools.make_bundle --preset tiny"
+    assert (TINY_BUNDLE / "onnx" / "speakers").is_dir(), (
+        "run: python -m tools.make_bundle --preset tiny"
+    )
     return TINY_BUNDLE

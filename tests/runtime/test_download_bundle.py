@@ -25,7 +25,9 @@ def test_the_tiny_bundle_round_trips_through_the_hub(tiny_bundle: Path, tmp_path
     # Only the layout's folders travel: the tokenizer, the Q8 BERT and the chosen speaker (not the
     # FP32 BERT, other speakers, or files at the repo root such as build-info.json).
     wanted = ("bert/tokenizer/", "onnx/bert/q8/", f"onnx/speakers/{first}/")
-    expected = {path: data for path, data in on_disk(tiny_bundle).items() if path.startswith(wanted)}
+    expected = {
+        path: data for path, data in on_disk(tiny_bundle).items() if path.startswith(wanted)
+    }
     assert on_disk(root) == expected
     assert list(Bundle.open(root).speakers) == [first]
     from custom_components.yomiage.engine.engine import Engine  # loads onnxruntime sessions

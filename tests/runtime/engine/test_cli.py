@@ -26,8 +26,21 @@ def _yomiage(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_say_writes_a_wav_with_two_pauses(tiny_bundle: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.wav"
-    result = _yomiage("say", THREE_SENTENCES, "--bundle", str(tiny_bundle), "-o", str(out),
-                      "--noise", "0", "--noise-w", "0", "--json", "--threads", "1")
+    result = _yomiage(
+        "say",
+        THREE_SENTENCES,
+        "--bundle",
+        str(tiny_bundle),
+        "-o",
+        str(out),
+        "--noise",
+        "0",
+        "--noise-w",
+        "0",
+        "--json",
+        "--threads",
+        "1",
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     with wave.open(str(out)) as wav:
@@ -46,7 +59,9 @@ def test_stream_flag_writes_the_same_audio(tiny_bundle: Path, tmp_path: Path) ->
     common = ["--bundle", str(tiny_bundle), "--noise", "0", "--noise-w", "0", "--threads", "1"]
     plain, streamed = tmp_path / "a.wav", tmp_path / "b.wav"
     assert _yomiage("say", THREE_SENTENCES, "-o", str(plain), *common).returncode == 0
-    assert _yomiage("say", THREE_SENTENCES, "-o", str(streamed), "--stream", *common).returncode == 0
+    assert (
+        _yomiage("say", THREE_SENTENCES, "-o", str(streamed), "--stream", *common).returncode == 0
+    )
     assert plain.read_bytes() == streamed.read_bytes()
 
 
@@ -70,8 +85,26 @@ def test_bad_input_exits_2_with_one_line(tiny_bundle: Path, tmp_path: Path) -> N
     cases = [
         ("say", "", "--bundle", str(tiny_bundle), "-o", str(tmp_path / "x.wav")),
         ("say", "はい", "--bundle", str(tmp_path / "missing"), "-o", str(tmp_path / "x.wav")),
-        ("say", "はい", "--bundle", str(tiny_bundle), "--voice", "nobody", "-o", str(tmp_path / "x.wav")),
-        ("say", "はい", "--bundle", str(tiny_bundle), "--speed", "0", "-o", str(tmp_path / "x.wav")),
+        (
+            "say",
+            "はい",
+            "--bundle",
+            str(tiny_bundle),
+            "--voice",
+            "nobody",
+            "-o",
+            str(tmp_path / "x.wav"),
+        ),
+        (
+            "say",
+            "はい",
+            "--bundle",
+            str(tiny_bundle),
+            "--speed",
+            "0",
+            "-o",
+            str(tmp_path / "x.wav"),
+        ),
     ]
     for args in cases:
         result = _yomiage(*args)

@@ -15,9 +15,7 @@ TEXTS = ["おはようございます。", "玄関の鍵が開いています。
 
 def test_eight_threads_four_requests_each_on_two_speakers(engine: Engine) -> None:
     speakers = list(engine.voices)
-    jobs = [
-        (TEXTS[i % 2], QUIET.with_changes(voice=speakers[(i // 2) % 2])) for i in range(8 * 4)
-    ]
+    jobs = [(TEXTS[i % 2], QUIET.with_changes(voice=speakers[(i // 2) % 2])) for i in range(8 * 4)]
     expected = {
         (text, options.voice): engine.synthesize(text, options).audio for text, options in jobs[:4]
     }

@@ -100,14 +100,14 @@ def test_streamed_sentences_arrive_one_by_one_with_pauses(engine: Engine) -> Non
 
 
 def _pauses_from_duration_graph(engine: Engine, sentences: list[str]) -> list[float]:
-    """An independent reading of the pause: run duration_predictor.onnx directly over the whole text,
-    take the frames of each sentence-final punctuation phone and the blanks around it."""
+    """An independent reading of the pause: run duration_predictor.onnx directly over the whole
+    text, take the frames of each sentence-final punctuation phone and the blanks around it."""
     frontend = Frontend()
     whole = frontend.analyse("".join(sentences))
     voice_name, style = engine.default_voice.split("/")
     voice_dir = engine.bundle.speakers[voice_name].folder
     session = ort.InferenceSession(str(voice_dir / "duration_predictor.onnx"))
-    # The engine reuses the sentences' BERT rows for the whole text (no second BERT run); so does this.
+    # The engine reuses the sentences' BERT rows for the whole text (no second BERT run): so here.
     bert = join_char_features(engine._bert.char_features(sentences))
     style_vec = engine._voices[voice_name].style_vector(style, 1.0)
     durations = session.run(

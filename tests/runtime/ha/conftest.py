@@ -1,0 +1,93 @@
+"""Home Assistant fixtures: the real tts component and the real engine on the tiny bundle.
+
+Bundles are copied into a temporary config folder, because entries may only point inside it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from homeassistant.core import HomeAssistant
+from homeassistant.helpers import entity_registry as er
+from homeassistant.setup import async_setup_component
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+# Imported before the `hass` fixture runs: the plugin mounts its own `custom_components` package,
+# which would otherwise hide ours.
+import custom_components.yomiage  # noqa: F401
+from custom_components.yomiage.const import CONF_PATH, CONF_SOURCE, DOMAIN, SOURCE_LOCAL
+
+from .common import SPEAKERS
+
+
+@pytest.fixture(autouse=True)
+def _custom_integrations(enable_custom_integrations: None) -> None:
+    """Let Home Assistant load custom_components/yomiage."""
+
+
+@pytest.fixture(autouse=True)
+def _no_graph_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Load graphs as published: every test copies the bundle to a new folder, and the engine's
+    prepared-graph cache (keyed by path) would prepare and store each graph again each time."""
+    monkeypatch.setenv("YOMIAGE_GRAPH_CACHE", "0")
+
+
+@pytest.fixture
+def config_dir(hass: HomeAssistant, tmp_path: Path) -> Path:
+    """A fresh config folder (the plugin's default one is shared and read-only in spirit)."""
+    folder = tmp_path / "config"
+    folder.mkdir()
+    hass.config.config_dir = str(folder)
+    return folder
+
+
+@pytest.fixture
+def bundle_dir(config_dir: Path, tiny_bundle: Path) -> Path:
+    """A writable copy of the tiny bundle inside the config folder."""
+    target = config_dir / "voices" / "tiny"
+    shutil.copytree(tiny_bundle, target)
+    return target
+
+
+@pytest.fixture
+def first_speaker(bundle_dir: Path) -> Path:
+    return sorted(p for p in (bundle_dir / SPEAKERS).iterdir() if p.is_dir())[0]
+
+
+@pytest.fixture
+def mock_entry(hass: HomeAssistant, bundle_dir: Path) -> MockConfigEntry:
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        title="tiny",
+        unique_id=str(bundle_dir),
+        data={CONF_SOURCE: SOURCE_LOCAL, CONF_PATH: str(bundle_dir)},
+        options={},
+    )
+    entry.add_to_hass(hass)
+    return entry
+
+
+@pytest.fixture
+async def loaded_entry(hass: HomeAssistant, mock_entry: MockConfigEntry) -> MockConfigEntry:
+    """The entry set up for real (engine on the tiny bundle, tts entity added)."""
+    assert await async_setup_component(hass, "http", {})
+    assert await hass.config_entries.async_setup(mock_entry.entry_id)
+    await hass.async_block_till_done()
+    return mock_entry
+
+
+@pytest.fixture
+def entity_id(hass: HomeAssistant, loaded_entry: MockConfigEntry) -> str:
+    entries = er.async_entries_for_config_entry(er.async_get(hass), loaded_entry.entry_id)
+    assert len(entries) == 1
+    return entries[0].entity_id
+
+
+@pytest.fixture
+def voices(loaded_entry: MockConfigEntry) -> list[str]:
+    """Every voice id of the tiny bundle."""
+    engine = loaded_entry.runtime_data.engine
+    return [f"{speaker}/{style}" for speaker, styles in engine.voices.items() for style in styles]
+

@@ -1,0 +1,271 @@
+"""Config flow from the Hub (official voices and other repos) against a fake Hub on 127.0.0.1.
+
+The fake Hub serves the tiny bundle, so the flow downloads, checks and loads real graphs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from homeassistant import config_entries
+from homeassistant.config_entries import ConfigEntryState
+from homeassistant.core import HomeAssistant
+from homeassistant.data_entry_flow import FlowResultType
+from huggingface_hub import constants
+
+from custom_components.yomiage import const
+from custom_components.yomiage.const import (
+    CONF_PATH,
+    CONF_REPO_ID,
+    CONF_REVISION,
+    CONF_SOURCE,
+    CONF_SPEAKERS,
+    CONF_TOKEN,
+    DOMAIN,
+    SOURCE_HUGGINGFACE,
+    SOURCE_OFFICIAL,
+)
+from custom_components.yomiage.diagnostics import async_get_config_entry_diagnostics
+from custom_components.yomiage.engine.download import DEFAULT_REPO
+
+from ..fakehub import FakeHub, FakeRepo
+from .common import SPEAKERS
+
+PRIVATE = "someone/private-voices"
+TOKEN = "hf_test_token"
+
+
+@pytest.fixture
+def models_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Downloads go to a temporary models folder, not into the source tree."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    monkeypatch.setattr(const, "MODELS_DIR", folder)
+    return folder
+
+
+@pytest.fixture
+def speakers(tiny_bundle: Path) -> list[str]:
+    return sorted(p.name for p in (tiny_bundle / SPEAKERS).iterdir() if p.is_dir())
+
+
+@pytest.fixture
+def hub(
+    tiny_bundle: Path, monkeypatch: pytest.MonkeyPatch, socket_enabled: None
+) -> Iterator[FakeHub]:
+    repos = {
+        DEFAULT_REPO: FakeRepo.from_folder(tiny_bundle),
+        PRIVATE: FakeRepo.from_folder(tiny_bundle, token=TOKEN),
+    }
+    with FakeHub(repos) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)  # the downloader reads it at call time
+        monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        # Small reads, so that a cut connection leaves a partial file as with real 500 MB files.
+        monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 16 * 1024)
+        yield hub
+
+
+async def _menu(hass: HomeAssistant, choice: str) -> config_entries.ConfigFlowResult:
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_USER}
+    )
+    return await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"next_step_id": choice}
+    )
+
+
+async def _download(
+    hass: HomeAssistant, flow_id: str, chosen: list[str]
+) -> config_entries.ConfigFlowResult:
+    """Submit the speakers, wait for the download task, return the step after it."""
+    result = await hass.config_entries.flow.async_configure(flow_id, {CONF_SPEAKERS: chosen})
+    assert result["type"] is FlowResultType.SHOW_PROGRESS, result
+    assert result["progress_action"] == "download"
+    await hass.async_block_till_done()
+    return await hass.config_entries.flow.async_configure(flow_id)
+
+
+async def test_official_voices_download_the_chosen_speaker(
+    hass: HomeAssistant, hub: FakeHub, models_dir: Path, speakers: list[str], tiny_bundle: Path
+) -> None:
+    result = await _menu(hass, SOURCE_OFFICIAL)
+    assert result["type"] is FlowResultType.FORM and result["step_id"] == "speakers"
+    offered = [o["value"] for o in result["data_schema"].schema[CONF_SPEAKERS].config["options"]]
+    assert offered == speakers
+
+    result = await _download(hass, result["flow_id"], [speakers[-1]])
+    assert result["type"] is FlowResultType.CREATE_ENTRY, result
+    folder = models_dir / DEFAULT_REPO.replace("/", "--")
+    assert result["title"] == "Yomiage"
+    assert result["data"] == {
+        CONF_SOURCE: SOURCE_OFFICIAL,
+        CONF_PATH: str(folder),
+        CONF_REPO_ID: DEFAULT_REPO,
+        CONF_REVISION: FakeRepo.from_folder(tiny_bundle).commit,
+        CONF_SPEAKERS: [speakers[-1]],
+    }
+    assert sorted(p.name for p in (folder / SPEAKERS).iterdir()) == [speakers[-1]]
+    await hass.async_block_till_done()
+    entry = result["result"]
+    assert entry.state is ConfigEntryState.LOADED
+    assert list(entry.runtime_data.engine.voices) == [speakers[-1]]
+
+    diagnostics = await async_get_config_entry_diagnostics(hass, entry)
+    assert diagnostics["entry"]["bundle_folder"] == f"<models>/{folder.name}"
+    assert str(models_dir) not in json.dumps(diagnostics)
+
+    # The downloaded folder belongs to the entry: removing the entry frees the disk.
+    await hass.config_entries.async_remove(entry.entry_id)
+    assert not folder.exists()
+    assert models_dir.is_dir()
+
+
+async def test_same_repo_twice_aborts(
+    hass: HomeAssistant, hub: FakeHub, models_dir: Path, speakers: list[str]
+) -> None:
+    first = await _menu(hass, SOURCE_OFFICIAL)
+    assert (await _download(hass, first["flow_id"], speakers[:1]))["type"] is (
+        FlowResultType.CREATE_ENTRY
+    )
+    await hass.async_block_till_done()
+    second = await _menu(hass, SOURCE_OFFICIAL)
+    result = await hass.config_entries.flow.async_configure(
+        second["flow_id"], {CONF_SPEAKERS: speakers[1:]}
+    )
+    assert result["type"] is FlowResultType.ABORT
+    assert result["reason"] == "already_configured"
+
+
+async def test_no_speaker_chosen(hass: HomeAssistant, hub: FakeHub, models_dir: Path) -> None:
+    result = await _menu(hass, SOURCE_OFFICIAL)
+    result = await hass.config_entries.flow.async_configure(result["flow_id"], {CONF_SPEAKERS: []})
+    assert result["errors"] == {"base": "no_speaker_chosen"}
+
+
+async def test_private_repository_needs_its_token(
+    hass: HomeAssistant, hub: FakeHub, models_dir: Path, speakers: list[str]
+) -> None:
+    result = await _menu(hass, SOURCE_HUGGINGFACE)
+    assert result["step_id"] == SOURCE_HUGGINGFACE
+    flow_id = result["flow_id"]
+
+    result = await hass.config_entries.flow.async_configure(flow_id, {CONF_REPO_ID: PRIVATE})
+    assert result["type"] is FlowResultType.FORM
+    assert result["errors"]["base"] in {"download_unknown_repo", "download_unauthorized"}
+    assert PRIVATE in result["description_placeholders"]["message"]
+
+    result = await hass.config_entries.flow.async_configure(
+        flow_id, {CONF_REPO_ID: f" {PRIVATE} ", CONF_TOKEN: TOKEN}
+    )
+    assert result["step_id"] == "speakers"
+    result = await _download(hass, flow_id, speakers)
+    assert result["type"] is FlowResultType.CREATE_ENTRY, result
+    assert result["title"] == PRIVATE
+    assert result["data"][CONF_TOKEN] == TOKEN
+    assert result["data"][CONF_SOURCE] == SOURCE_HUGGINGFACE
+    await hass.async_block_till_done()
+
+
+@pytest.mark.parametrize(
+    ("user_input", "error"),
+    [
+        ({CONF_REPO_ID: "nobody/nothing"}, "download_unknown_repo"),
+        ({CONF_REPO_ID: "not a repo id"}, "download_unknown_repo"),
+        ({CONF_REPO_ID: DEFAULT_REPO, CONF_REVISION: "v999"}, "download_unknown_revision"),
+    ],
+)
+async def test_repository_errors_are_shown_in_the_form(
+    hass: HomeAssistant, hub: FakeHub, user_input: dict[str, str], error: str
+) -> None:
+    result = await _menu(hass, SOURCE_HUGGINGFACE)
+    result = await hass.config_entries.flow.async_configure(result["flow_id"], user_input)
+    assert result["type"] is FlowResultType.FORM
+    assert result["errors"] == {"base": error}
+    assert result["description_placeholders"]["message"]
+
+
+async def test_repository_without_the_bundle_layout(
+    hass: HomeAssistant, hub: FakeHub, tiny_bundle: Path
+) -> None:
+    files = FakeRepo.from_folder(tiny_bundle).files
+    hub.repos["someone/not-voices"] = FakeRepo(
+        {path: data for path, data in files.items() if not path.startswith("onnx/bert/")}
+    )
+    result = await _menu(hass, SOURCE_HUGGINGFACE)
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {CONF_REPO_ID: "someone/not-voices"}
+    )
+    assert result["errors"] == {"base": "download_bad_layout"}
+
+
+async def test_interrupted_download_continues_on_the_next_try(
+    hass: HomeAssistant, hub: FakeHub, models_dir: Path, speakers: list[str]
+) -> None:
+    graph = f"{SPEAKERS.as_posix()}/{speakers[0]}/synthesizer.onnx"
+    hub.cut_next(DEFAULT_REPO, graph, after_bytes=40_000)
+    result = await _menu(hass, SOURCE_OFFICIAL)
+    flow_id = result["flow_id"]
+
+    result = await _download(hass, flow_id, speakers[:1])
+    assert result["type"] is FlowResultType.FORM and result["step_id"] == "speakers"
+    assert result["errors"] == {"base": "download_interrupted"}
+    assert graph in result["description_placeholders"]["message"]
+
+    result = await _download(hass, flow_id, speakers[:1])
+    assert result["type"] is FlowResultType.CREATE_ENTRY, result
+    retry = hub.file_gets(graph)[-1]
+    assert retry.range is not None and retry.range != "bytes=0-", "resumed, not restarted"
+    await hass.async_block_till_done()
+
+
+async def test_official_voices_offline_abort(
+    hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch, socket_enabled: None
+) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    result = await _menu(hass, SOURCE_OFFICIAL)
+    assert result["type"] is FlowResultType.ABORT
+    assert result["reason"] == "download_offline"
+
+
+async def test_incomplete_download_is_fetched_again_at_setup(
+    hass: HomeAssistant, hub: FakeHub, models_dir: Path, speakers: list[str]
+) -> None:
+    result = await _menu(hass, SOURCE_OFFICIAL)
+    result = await _download(hass, result["flow_id"], speakers[:1])
+    await hass.async_block_till_done()
+    entry = result["result"]
+    graph = Path(entry.data[CONF_PATH]) / SPEAKERS / speakers[0] / "synthesizer.onnx"
+
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    graph.unlink()
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    assert entry.state is ConfigEntryState.LOADED
+    assert graph.is_file()
+
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    graph.unlink()
+    hub.stop()  # the Hub is unreachable now: worth another try later
+    assert not await hass.config_entries.async_setup(entry.entry_id)
+    assert entry.state is ConfigEntryState.SETUP_RETRY
+
+
+async def test_downloaded_bundle_is_checked_before_the_entry_exists(
+    hass: HomeAssistant, hub: FakeHub, models_dir: Path, speakers: list[str], tiny_bundle: Path
+) -> None:
+    graph = f"{SPEAKERS.as_posix()}/{speakers[0]}/synthesizer.onnx"
+    files = dict(FakeRepo.from_folder(tiny_bundle).files)
+    files[graph] = b"not an onnx graph" * 100
+    hub.repos["someone/broken-voices"] = FakeRepo(files)
+    result = await _menu(hass, SOURCE_HUGGINGFACE)
+    flow_id = result["flow_id"]
+    await hass.config_entries.flow.async_configure(flow_id, {CONF_REPO_ID: "someone/broken-voices"})
+
+    result = await _download(hass, flow_id, speakers[:1])
+    assert result["type"] is FlowResultType.FORM and result["step_id"] == "speakers"
+    assert result["errors"] == {"base": "broken_graph"}
+    assert result["description_placeholders"]["file"] == graph
+    assert not hass.config_entries.async_entries(DOMAIN)

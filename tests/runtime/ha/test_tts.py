@@ -1,0 +1,269 @@
+"""The tts entity through Home Assistant's real tts component: files, formats, streaming, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import subprocess
+import tempfile
+import wave
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import pytest
+from homeassistant.components import media_source, tts
+from homeassistant.components.tts import TTSAudioRequest
+from homeassistant.core import HomeAssistant
+from homeassistant.exceptions import HomeAssistantError
+from homeassistant.setup import async_setup_component
+from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
+from pytest_homeassistant_custom_component.typing import (
+    ClientSessionGenerator,
+    WebSocketGenerator,
+)
+
+from custom_components.yomiage.tts import YomiageTTSEntity
+
+SAMPLE_RATE = 44100
+WAV_HEADER = 44
+QUIET = {"noise": 0.0, "noise_w": 0.0}  # deterministic graphs: equal requests give equal audio
+
+
+def _entity(hass: HomeAssistant, entity_id: str) -> YomiageTTSEntity:
+    entity = hass.data[tts.DATA_COMPONENT].get_entity(entity_id)
+    assert isinstance(entity, YomiageTTSEntity)
+    return entity
+
+
+def _probe(data: bytes, suffix: str) -> dict[str, Any]:
+    """What ffprobe reads from a file: proves the bytes are a playable audio file."""
+    with tempfile.NamedTemporaryFile(suffix=f".{suffix}") as file:
+        file.write(data)
+        file.flush()
+        result = subprocess.run(
+            ["ffprobe", "-v", "error", "-of", "json", "-show_streams", "-show_format", file.name],
+            capture_output=True,
+            check=True,
+        )
+    probed: dict[str, Any] = json.loads(result.stdout)
+    assert probed["format"]["format_name"].startswith(suffix), probed["format"]
+    return probed
+
+
+async def _audio(
+    hass: HomeAssistant, entity_id: str, message: str, options: dict[str, Any] | None = None
+) -> tuple[str, bytes]:
+    media_id = tts.generate_media_source_id(
+        hass, message, engine=entity_id, language="ja", options=options
+    )
+    return await tts.async_get_media_source_audio(hass, media_id)
+
+
+async def test_languages_and_options(hass: HomeAssistant, entity_id: str) -> None:
+    entity = _entity(hass, entity_id)
+    assert entity.supported_languages == ["ja", "ja-JP"]
+    assert entity.default_language == "ja"
+    assert set(entity.supported_options or []) >= {
+        "voice",
+        "speed",
+        "style_weight",
+        "sdp_ratio",
+        "noise",
+        "noise_w",
+        "pause_scale",
+    }
+
+
+async def test_voice_list_through_websocket(
+    hass: HomeAssistant, hass_ws_client: WebSocketGenerator, entity_id: str, voices: list[str]
+) -> None:
+    client = await hass_ws_client(hass)
+    await client.send_json_auto_id(
+        {"type": "tts/engine/voices", "engine_id": entity_id, "language": "ja"}
+    )
+    response = await client.receive_json()
+    assert response["success"], response
+    listed = response["result"]["voices"]
+    assert [voice["voice_id"] for voice in listed] == voices
+    for voice in listed:
+        speaker, style = voice["voice_id"].split("/")
+        assert voice["name"] == f"{speaker} – {style}"
+    assert _entity(hass, entity_id).async_get_supported_voices("en") is None
+
+
+async def test_speak_gives_an_mp3_url_fetched_over_http(
+    hass: HomeAssistant, hass_client: ClientSessionGenerator, entity_id: str, voices: list[str]
+) -> None:
+    assert await async_setup_component(hass, "media_source", {})
+    calls = async_mock_service(hass, "media_player", "play_media")
+    await hass.services.async_call(
+        tts.DOMAIN,
+        "speak",
+        {
+            "entity_id": entity_id,
+            "media_player_entity_id": "media_player.kitchen",
+            "message": "おはようございます。七時です。",
+            "options": {"voice": voices[-1], "speed": 1.2},
+        },
+        blocking=True,
+    )
+    assert len(calls) == 1
+    media = await media_source.async_resolve_media(hass, calls[0].data["media_content_id"], None)
+    assert media.url.endswith(".mp3")
+    client = await hass_client()
+    response = await client.get(media.url)
+    assert response.status == 200
+    data = await response.read()
+    probed = _probe(data, "mp3")
+    (stream,) = probed["streams"]
+    assert stream["codec_name"] == "mp3"
+    assert int(stream["sample_rate"]) == SAMPLE_RATE
+    assert float(probed["format"]["duration"]) > 0.3
+
+
+async def test_preferred_wav_is_44k_16bit_mono(hass: HomeAssistant, entity_id: str) -> None:
+    extension, data = await _audio(
+        hass, entity_id, "こんにちは。元気ですか？", {tts.ATTR_PREFERRED_FORMAT: "wav", **QUIET}
+    )
+    assert extension == "wav"
+    with wave.open(io.BytesIO(data)) as wav:
+        assert wav.getframerate() == SAMPLE_RATE
+        assert wav.getsampwidth() == 2
+        assert wav.getnchannels() == 1
+    pcm = data[WAV_HEADER:]
+    assert len(pcm) > SAMPLE_RATE // 10 and len(pcm) % 2 == 0
+    assert any(pcm), "speech, not silence"
+    (stream,) = _probe(data, "wav")["streams"]
+    assert stream["codec_name"] == "pcm_s16le" and stream["channels"] == 1
+
+
+async def test_whole_file_method_gives_a_complete_wav(hass: HomeAssistant, entity_id: str) -> None:
+    extension, data = await _entity(hass, entity_id).async_get_tts_audio(
+        "こんにちは。", "ja", dict(QUIET)
+    )
+    assert extension == "wav"
+    with wave.open(io.BytesIO(data)) as wav:
+        assert wav.getframerate() == SAMPLE_RATE
+        assert wav.getnframes() * 2 == len(data) - WAV_HEADER > 0
+
+
+class _Pieces:
+    """A message generator the test feeds by hand, like an LLM writing its reply."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self.finished = False
+
+    async def generate(self) -> AsyncGenerator[str]:
+        while (piece := await self.queue.get()) is not None:
+            yield piece
+        self.finished = True
+
+
+async def test_streaming_speaks_the_first_sentence_before_the_text_ends(
+    hass: HomeAssistant, entity_id: str
+) -> None:
+    pieces = _Pieces()
+    response = await _entity(hass, entity_id).async_stream_tts_audio(
+        TTSAudioRequest("ja", dict(QUIET), pieces.generate())
+    )
+    assert response.extension == "wav"
+    audio = response.data_gen
+
+    header = await anext(audio)
+    assert len(header) == WAV_HEADER
+    assert header[40:44] == b"\0\0\0\0", "streaming header: data length unknown (0)"
+    with wave.open(io.BytesIO(header)) as wav:
+        assert (wav.getframerate(), wav.getsampwidth(), wav.getnchannels()) == (SAMPLE_RATE, 2, 1)
+
+    await pieces.queue.put("今日は")
+    await pieces.queue.put("いい天気ですね。散歩")
+    first = await asyncio.wait_for(anext(audio), timeout=60)
+    assert not pieces.finished, "audio for sentence 1 came while the text was still arriving"
+    assert len(first) > 0 and any(first[: WAV_HEADER * 100])
+
+    await pieces.queue.put("に行きましょう！")
+    await pieces.queue.put(None)
+    rest = [chunk async for chunk in audio]
+    assert pieces.finished
+    assert len(rest) == 1, "one chunk per sentence"
+    pause_bytes = int(0.08 * SAMPLE_RATE) * 2
+    assert not any(rest[0][:pause_bytes]), "the second sentence starts with the pause before it"
+    assert any(rest[0][pause_bytes:])
+
+
+async def test_cache_key_follows_the_options(
+    hass: HomeAssistant, loaded_entry: MockConfigEntry, entity_id: str
+) -> None:
+    manager = hass.data[tts.DATA_TTS_MANAGER]
+    message = "今日は晴れです。"
+    slow = await _audio(hass, entity_id, message, {tts.ATTR_PREFERRED_FORMAT: "wav", **QUIET})
+    keys_before = set(manager.mem_cache)
+    again = await _audio(hass, entity_id, message, {tts.ATTR_PREFERRED_FORMAT: "wav", **QUIET})
+    assert again == slow and set(manager.mem_cache) == keys_before, "same options: cache hit"
+
+    hass.config_entries.async_update_entry(
+        loaded_entry, options={**loaded_entry.options, "speed": 2.0}
+    )
+    await hass.async_block_till_done()
+    fast = await _audio(hass, entity_id, message, {tts.ATTR_PREFERRED_FORMAT: "wav", **QUIET})
+    assert set(manager.mem_cache) - keys_before, "new default options give a new cache key"
+    assert len(fast[1]) < len(slow[1]) * 0.75, "and the new speed is used"
+
+
+@pytest.mark.parametrize(
+    ("message", "options", "key"),
+    [
+        ("", {}, "invalid_text"),
+        ("。。。", {}, "invalid_text"),
+        ("こんにちは。", {"voice": "nobody/Neutral"}, "unknown_voice"),
+        ("こんにちは。", {"speed": 100}, "invalid_option"),
+        ("こんにちは。", {"speed": "fast"}, "invalid_option"),
+        ("こんにちは。", {"pause_scale": -1}, "invalid_option"),
+        ("こんにちは。", {"noise": True}, "invalid_option"),
+    ],
+)
+async def test_bad_requests_raise_translated_errors_and_the_engine_keeps_serving(
+    hass: HomeAssistant, entity_id: str, message: str, options: dict[str, Any], key: str
+) -> None:
+    with pytest.raises(HomeAssistantError) as caught:
+        await _audio(hass, entity_id, message, {tts.ATTR_PREFERRED_FORMAT: "wav", **options})
+    assert caught.value.translation_domain == "yomiage"
+    assert caught.value.translation_key == key
+    assert caught.value.translation_placeholders["message"]
+
+    with pytest.raises(HomeAssistantError) as direct:
+        await _entity(hass, entity_id).async_get_tts_audio(message, "ja", options)
+    assert direct.value.translation_key == key
+
+    extension, data = await _audio(
+        hass, entity_id, "大丈夫です。", {tts.ATTR_PREFERRED_FORMAT: "wav"}
+    )
+    assert extension == "wav" and any(data[WAV_HEADER:])
+
+
+async def test_error_message_is_translated(hass: HomeAssistant, entity_id: str) -> None:
+    with pytest.raises(HomeAssistantError) as caught:
+        await _entity(hass, entity_id).async_get_tts_audio("こんにちは。", "ja", {"voice": "x/y"})
+    assert str(caught.value).startswith("Unknown voice: ")
+
+
+async def test_unknown_option_names_are_refused_by_home_assistant(
+    hass: HomeAssistant, entity_id: str
+) -> None:
+    with pytest.raises(HomeAssistantError, match="Invalid options"):
+        await _audio(hass, entity_id, "こんにちは。", {"pitch": 2})
+
+
+async def test_a_default_voice_the_bundle_lost_falls_back_to_its_first(
+    hass: HomeAssistant, mock_entry: MockConfigEntry
+) -> None:
+    hass.config_entries.async_update_entry(mock_entry, options={"voice": "retired/Neutral"})
+    assert await hass.config_entries.async_setup(mock_entry.entry_id)
+    (entity,) = hass.data[tts.DATA_COMPONENT].entities
+    engine = mock_entry.runtime_data.engine
+    assert entity.default_options is not None
+    assert entity.default_options["voice"] == engine.default_voice
+    extension, _ = await entity.async_get_tts_audio("こんにちは。", "ja", {})
+    assert extension == "wav"

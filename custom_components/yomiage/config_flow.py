@@ -16,6 +16,7 @@ from homeassistant.config_entries import (
     OptionsFlow,
 )
 from homeassistant.core import callback
+from homeassistant.data_entry_flow import AbortFlow
 from homeassistant.helpers.selector import (
     NumberSelector,
     NumberSelectorConfig,
@@ -108,6 +109,8 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
             except BundleCheckError as problem:
                 errors["base"] = problem.key
                 placeholders.update(problem.placeholders)
+            except AbortFlow:
+                raise
             except Exception:
                 _LOGGER.exception("Unexpected error while checking a voice bundle")
                 errors["base"] = "unknown"

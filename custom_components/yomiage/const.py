@@ -51,6 +51,7 @@ LANGUAGES: Final = ["ja", "ja-JP"]
 DEFAULT_LANGUAGE: Final = "ja"
 
 # HACS keeps this folder across updates (hacs.json "persistent_directory"): voices go here.
+# Modules read it as ``const.MODELS_DIR`` at call time, so tests can point it elsewhere.
 MODELS_DIRNAME: Final = "models"
 MODELS_DIR: Final = Path(__file__).parent / MODELS_DIRNAME
 

@@ -13,8 +13,8 @@ from homeassistant.components.diagnostics import async_redact_data
 from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import HomeAssistant
 
-from . import YomiageConfigEntry
-from .const import CONF_PATH, CONF_TOKEN, MODELS_DIR
+from . import YomiageConfigEntry, const
+from .const import CONF_PATH, CONF_TOKEN
 
 TO_REDACT = {CONF_TOKEN}
 
@@ -38,7 +38,7 @@ async def async_get_config_entry_diagnostics(
 
 def _shown_folder(path: Path) -> str:
     """Relative to the models folder when it is there, else only its own name."""
-    models = MODELS_DIR.resolve()
+    models = const.MODELS_DIR.resolve()
     if path.is_relative_to(models):
         return f"<models>/{path.relative_to(models)}"
     return f".../{path.name}"

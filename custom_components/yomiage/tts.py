@@ -53,8 +53,9 @@ async def async_setup_entry(
 class YomiageTTSEntity(TextToSpeechEntity):
     """Speaks Japanese with the voices of one bundle."""
 
+    # A name of its own (not None = the device's): Home Assistant's tts refuses unnamed engines.
     _attr_has_entity_name = True
-    _attr_name = None
+    _attr_translation_key = "speech"
     _attr_supported_languages = LANGUAGES
     _attr_default_language = DEFAULT_LANGUAGE
     _attr_supported_options = SUPPORTED_OPTIONS
@@ -72,15 +73,15 @@ class YomiageTTSEntity(TextToSpeechEntity):
             entry_type=DeviceEntryType.SERVICE,
         )
         # Everything that changes the audio is here, so Home Assistant's cache key follows it.
-        self._attr_default_options = synthesis_defaults(entry.options, self._default_voice(entry))
+        defaults = synthesis_defaults(entry.options, engine.default_voice)
+        defaults[CONF_VOICE] = self._offered_voice(defaults[CONF_VOICE], entry.title)
+        self._attr_default_options = defaults
 
-    def _default_voice(self, entry: YomiageConfigEntry) -> str:
-        """The stored default voice, unless the bundle no longer has it."""
-        stored = entry.options.get(CONF_VOICE)
-        if stored in {voice.voice_id for voice in self._voices}:
-            return str(stored)
-        if stored:
-            _LOGGER.warning("%s has no voice %s any more; using the first one", entry.title, stored)
+    def _offered_voice(self, voice: str, title: str) -> str:
+        """``voice`` if the bundle still offers it, else the bundle's first voice."""
+        if voice in {offered.voice_id for offered in self._voices}:
+            return voice
+        _LOGGER.warning("%s has no voice %s any more; using the first one", title, voice)
         return self._data.engine.default_voice
 
     @callback

@@ -90,4 +90,3 @@ def voices(loaded_entry: MockConfigEntry) -> list[str]:
     """Every voice id of the tiny bundle."""
     engine = loaded_entry.runtime_data.engine
     return [f"{speaker}/{style}" for speaker, styles in engine.voices.items() for style in styles]
-

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 from collections.abc import AsyncGenerator, Iterator, Mapping
@@ -141,7 +142,7 @@ class YomiageTTSEntity(TextToSpeechEntity):
             await feeder  # a failing message generator fails the request too
         finally:
             feed.close()  # lets the engine's generator end if we stopped early
-            feeder.cancel()
+            _settle(feeder)
         self._data.timings.append(_stream_timing(spoken))
 
     def _synthesis_options(self, options: Mapping[str, Any]) -> SynthesisOptions:
@@ -182,6 +183,14 @@ async def _feed_sentences(message_gen: AsyncGenerator[str], feed: SentenceFeed) 
             feed.put(sentence)
     finally:
         feed.close()
+
+
+def _settle(task: asyncio.Task[None]) -> None:
+    """Stop the feeder, or take its error: the request has already failed for another reason."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()
 
 
 def _stream_timing(chunks: list[AudioChunk]) -> Timing:

@@ -193,6 +193,24 @@ async def test_streaming_speaks_the_first_sentence_before_the_text_ends(
     assert any(rest[0][pause_bytes:])
 
 
+async def test_a_failing_message_generator_fails_the_stream(
+    hass: HomeAssistant, entity_id: str
+) -> None:
+    async def broken() -> AsyncGenerator[str]:
+        yield "最初の文です。次の"
+        raise ConnectionError("the LLM went away")
+
+    response = await _entity(hass, entity_id).async_stream_tts_audio(
+        TTSAudioRequest("ja", dict(QUIET), broken())
+    )
+    received: list[bytes] = []
+    with pytest.raises(ConnectionError, match="LLM went away"):
+        async for chunk in response.data_gen:
+            received.append(chunk)
+    assert len(received) == 2, "the header and the sentence that was complete"
+    await hass.async_block_till_done()
+
+
 async def test_cache_key_follows_the_options(
     hass: HomeAssistant, loaded_entry: MockConfigEntry, entity_id: str
 ) -> None:

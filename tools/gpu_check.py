@@ -1,15 +1,16 @@
 """CPU against CUDA on one machine: is the GPU path worth it, and does it behave?
 
     python -m tools.gpu_check [--bundle DIR] [--quick] [--sizes 2,4,8,16] [--repeats 3]
-                              [--json FILE] [--require-cuda]
+                              [--json FILE] [--require-cuda] [--record-openjtalk]
 
 Unlike the rest of tools/, this runs on the engine's side: any Python with onnxruntime-gpu (or
-onnxruntime, to see the CPU fallback), numpy and pyopenjtalk-plus, from the repository root, e.g.
+onnxruntime, to see the CPU fallback) and numpy, from the repository root, e.g. after
 ``pip install onnxruntime-gpu numpy pyopenjtalk-plus`` on a bare GPU machine. The engine is
-imported from this checkout; nothing is downloaded. Without ``--bundle`` it uses the random-weight
-``full`` bundle in .cache/bundle-full, built first if missing with torch
-(``.venv-tools/bin/python -m tools.make_bundle --preset full``; a machine without torch gets the
-command to run elsewhere and copy over).
+imported from this checkout; nothing is downloaded. Without pyopenjtalk (the lent GPU machines
+lack it and cannot fetch it) OpenJTalk's answers for the check's texts are replayed from
+gpu_check_openjtalk.json (gpu_check_replay.py; ``--record-openjtalk`` rewrites it). Without
+``--bundle`` the check uses the random-weight ``full`` bundle in .cache/bundle-full, built first
+if missing with torch (.venv-tools, or this Python if it has torch; else it names the command).
 
 Prints, per device: load time (CUDA includes the warm-up), time to first audio of the first
 request after load and of later ones, speed factor (audio s / compute s) on a paragraph, BERT
@@ -41,9 +42,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .gpu_check_replay import RECORDING, install_replay, is_replay, recording
+
 REPO = Path(__file__).resolve().parent.parent
 ENGINE_DIR = REPO / "custom_components" / "yomiage" / "engine"
 FULL_BUNDLE = REPO / ".cache" / "bundle-full"
+TINY_BUNDLE = REPO / "tests" / "fixtures" / "bundle-tiny"
 TOOLS_PYTHON = REPO / ".venv-tools" / "bin" / "python"
 FP32_BERT = Path("onnx/bert/fp32/bert.onnx")
 BUILD_COMMAND = ".venv-tools/bin/python -m tools.make_bundle --preset full --out .cache/bundle-full"
@@ -94,12 +98,15 @@ class EngineApi:
     engine: Any  # yomiage_engine.engine.Engine
     quiet: Any  # SynthesisOptions with noise off: CPU and CUDA audio comparable
     cuda_problem: Callable[[], str | None]
+    warm_up_text: str  # what a CUDA engine speaks at load
+    openjtalk: str  # "installed" or "replayed"
 
 
 # -- setting up ------------------------------------------------------------------------------------
 def engine_api() -> EngineApi:
     """The engine as ``yomiage_engine``: installed, or straight from this checkout (importing
     ``custom_components.yomiage`` would import Home Assistant)."""
+    openjtalk = openjtalk_source()
     if importlib.util.find_spec("yomiage_engine") is None:
         spec = importlib.util.spec_from_file_location(
             "yomiage_engine",
@@ -115,7 +122,33 @@ def engine_api() -> EngineApi:
     options = importlib.import_module("yomiage_engine.options")
     probe = importlib.import_module("yomiage_engine.cuda_probe")
     quiet = options.SynthesisOptions(noise=0.0, noise_w=0.0)
-    return EngineApi(engine.Engine, quiet, probe.cuda_problem)
+    return EngineApi(engine.Engine, quiet, probe.cuda_problem, engine._WARM_UP_TEXT, openjtalk)
+
+
+def openjtalk_source() -> str:
+    """ "installed", or "replayed" from the recording where pyopenjtalk is missing."""
+    loaded = sys.modules.get("pyopenjtalk")
+    if loaded is not None:
+        return "replayed" if is_replay(loaded) else "installed"
+    if importlib.util.find_spec("pyopenjtalk") is not None:
+        return "installed"
+    install_replay()
+    return "replayed"
+
+
+def record_openjtalk(bundle: Path) -> Path:
+    """Speak every text of the check once, recording OpenJTalk's answers (gpu_check_replay)."""
+    import pyopenjtalk
+
+    api = engine_api()
+    engine = api.engine(bundle, device="cpu")
+    try:
+        with recording(pyopenjtalk):
+            for text in (api.warm_up_text, QUICK_PARAGRAPH, PARAGRAPH, *FIRST_AUDIO_TEXTS):
+                engine.synthesize(text, api.quiet)
+    finally:
+        engine.close()
+    return RECORDING
 
 
 def full_bundle() -> Path:
@@ -323,7 +356,12 @@ def run_check(plan: argparse.Namespace) -> dict[str, Any]:
     bundle = checked_bundle(plan.bundle) if plan.bundle else full_bundle()
     problem = api.cuda_problem()
     devices: dict[str, dict[str, Any]] = {}
-    report: dict[str, Any] = {"bundle": str(bundle), "cuda_problem": problem, "devices": devices}
+    report: dict[str, Any] = {
+        "bundle": str(bundle),
+        "openjtalk": api.openjtalk,
+        "cuda_problem": problem,
+        "devices": devices,
+    }
     devices["cpu"] = measure_device(api, bundle, "cpu", plan)
     report["cpu_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if problem is None:
@@ -364,7 +402,7 @@ def int8_bert_view(bundle: Path) -> Iterator[Path]:
 
 
 def printed(report: dict[str, Any]) -> str:
-    lines = [f"bundle: {report['bundle']}"]
+    lines = [f"bundle: {report['bundle']}, OpenJTalk {report['openjtalk']}"]
     problem = report["cuda_problem"]
     lines.append("CUDA: usable" if problem is None else f"CUDA: not usable here: {problem}")
     for device, figures in report["devices"].items():
@@ -418,6 +456,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per figure (median)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--require-cuda", action="store_true", help="exit 1 if CUDA is unusable")
+    parser.add_argument(
+        "--record-openjtalk",
+        action="store_true",
+        help=f"record OpenJTalk's answers for machines without it (into {RECORDING.name})",
+    )
     plan = parser.parse_args(argv)
     try:
         plan.sizes = [int(size) for size in plan.sizes.split(",")]
@@ -434,6 +477,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = parse(argv)
     started = time.perf_counter()
     try:
+        if plan.record_openjtalk:
+            print(f"recorded: {record_openjtalk(plan.bundle or TINY_BUNDLE)}")
+            return 0
         report = run_check(plan)
     except CheckError as err:
         print(f"gpu_check: {err}", file=sys.stderr)

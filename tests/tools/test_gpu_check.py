@@ -1,7 +1,7 @@
 """tools/gpu_check on a machine without CUDA: it reports why, measures the CPU, and says so.
 
-The check runs on the engine's side (onnxruntime + pyopenjtalk), so the smoke run goes through
-the runtime venv's Python; its helpers are tested here directly.
+The check runs on the engine's side: the smoke run goes through the runtime venv's Python (with
+OpenJTalk); the CUDA half runs in this venv, which lacks pyopenjtalk as the GPU machines do.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
 
 from tools import gpu_check
+from tools.gpu_check_replay import ReplayError, install_replay, recording
 
 REPO = Path(__file__).resolve().parents[2]
 RUNTIME_PYTHON = Path(os.environ.get("YOMIAGE_RUNTIME_PYTHON", REPO / ".venv" / "bin" / "python"))
@@ -47,6 +49,7 @@ def test_cpu_fallback_reports_why_and_measures_the_cpu(tmp_path: Path) -> None:
         "--bundle", str(TINY_BUNDLE), "--quick", "--json", str(out), "--require-cuda"
     )
     assert result.returncode == 1, result.stderr  # --require-cuda: no CUDA here
+    assert "OpenJTalk installed" in result.stdout
     assert "CUDA: not usable here: onnxruntime has no CUDAExecutionProvider" in result.stdout
     report = json.loads(out.read_text())
     assert list(report["devices"]) == ["cpu"] and "cuda_over_cpu" not in report
@@ -78,8 +81,17 @@ def test_cuda_half_runs_when_cuda_is_reported_usable(tmp_path: Path) -> None:
     shutil.copy(bundle / "onnx/bert/q8/bert_q8.onnx", bundle / "onnx/bert/fp32/bert.onnx")
     out = tmp_path / "figures.json"
     args = ["--bundle", str(bundle), "--quick", "--json", str(out)]
-    result = _runtime_python("-c", PRETEND_CUDA, *args)
+    # No pyopenjtalk in this venv: OpenJTalk's answers are replayed, as on a GPU machine.
+    result = subprocess.run(
+        [sys.executable, "-c", PRETEND_CUDA, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
+    assert "OpenJTalk replayed" in result.stdout
     report = json.loads(out.read_text())
     assert list(report["devices"]) == ["cpu", "cuda", "cuda, INT8 BERT on the CPU"]
     cpu, cuda = report["devices"]["cpu"], report["devices"]["cuda"]
@@ -157,6 +169,7 @@ def test_cuda_figures_are_printed() -> None:
     cuda = {**cpu, "compute_s": 0.5, "speed_factor": 24.0}
     report = {
         "bundle": "b",
+        "openjtalk": "installed",
         "cuda_problem": None,
         "devices": {"cpu": cpu, "cuda": cuda},
         "cpu_peak_rss_mib": 900.0,
@@ -171,3 +184,28 @@ def test_cuda_figures_are_printed() -> None:
     assert "GPU memory peak: 1234 MiB" in text
     assert "cuDNN HEURISTIC: new length 20 ms, same length again 10 ms" in text
     assert "BERT x2: batched 20.0 ms, one by one 30.0 ms (1.50x)" in text
+
+
+def test_openjtalk_replay_answers_recorded_calls_and_names_missing_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyopenjtalk", None)  # put back as it was afterwards
+    real = ModuleType("real")
+    real.run_frontend = lambda text: [{"string": text, "acc": 1, "chain_flag": -1}]
+    real.make_label = lambda features: [f"label-{len(features)}"]
+    real.g2p = lambda text, kana=False: "ゴフン" if kana else "g o f u N"
+    path = tmp_path / "recorded.json"
+    with recording(real, path):
+        features = real.run_frontend("五分")
+        real.make_label(features)
+        real.g2p("5分", kana=True)
+    replay = install_replay(path)
+    assert sys.modules["pyopenjtalk"] is replay
+    features = replay.run_frontend("五分")
+    assert features == [{"string": "五分", "acc": 1, "chain_flag": -1}]
+    assert replay.make_label(features) == ["label-1"]
+    assert replay.g2p("5分", kana=True) == "ゴフン"
+    with pytest.raises(ReplayError, match=r"g2p\('5分'\) was not recorded: run `python -m"):
+        replay.g2p("5分")
+    with pytest.raises(ReplayError, match="run_frontend"):
+        replay.run_frontend("六分")

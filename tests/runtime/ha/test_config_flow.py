@@ -162,10 +162,9 @@ async def test_errors_are_translated_in_english_and_japanese() -> None:
         assert keys <= strings["config"]["error"].keys(), name
         for key in keys - {"unknown"}:
             assert "{file}" in strings["config"]["error"][key], (name, key)
-        local = strings["config"]["step"]["local"]
-        assert local["data_description"].keys() == local["data"].keys(), name
-        init = strings["options"]["step"]["init"]
-        assert init["data_description"].keys() == init["data"].keys(), name
+        steps = [*strings["config"]["step"].values(), strings["options"]["step"]["init"]]
+        for step in (step for step in steps if "data" in step):
+            assert step["data_description"].keys() == step["data"].keys(), (name, step["title"])
 
 
 async def test_options_flow_changes_defaults_and_reloads(

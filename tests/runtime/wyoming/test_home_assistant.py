@@ -10,6 +10,7 @@ import asyncio
 import io
 import wave
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from homeassistant.components import tts
@@ -26,6 +27,12 @@ from custom_components.yomiage.engine.wyoming_server import WyomingTtsServer
 from .client import THREE_SENTENCES, address, engine_pcm
 
 ENTITY_ID = "tts.yomiage"
+
+
+@pytest.fixture(autouse=True)
+def _own_config_dir(hass: HomeAssistant, tmp_path: Path) -> None:
+    """A fresh config folder: HA's tts file cache must not serve audio from an earlier run."""
+    hass.config.config_dir = str(tmp_path)
 
 
 @pytest.fixture
@@ -65,6 +72,7 @@ async def _audio(hass: HomeAssistant, message: str, voice: str) -> tuple[str, by
         engine=ENTITY_ID,
         language="ja",
         options={tts.ATTR_VOICE: voice, tts.ATTR_PREFERRED_FORMAT: "wav"},
+        cache=False,
     )
     return await asyncio.wait_for(tts.async_get_media_source_audio(hass, media_id), 60)
 

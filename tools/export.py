@@ -42,7 +42,7 @@ DYNAMIC_AXES = {
 }
 JP_LANGUAGE_ID = 1
 JP_TONE_START = 6
-TRACE_PHONES = 33  # any length works: the graphs are traced with every length axis dynamic
+TRACE_PHONES = 9  # any length works: every length axis is dynamic; short keeps tracing fast
 
 
 class SynthesizerGraph(torch.nn.Module):
@@ -116,7 +116,7 @@ class DurationGraph(torch.nn.Module):
 
 
 def example_inputs(
-    config: ModelConfig, n_phones: int = TRACE_PHONES, seed: int = 0
+    bert_dim: int, n_phones: int = TRACE_PHONES, seed: int = 0
 ) -> dict[str, torch.Tensor]:
     """Plausible graph inputs (blank-interleaved JP phones, default scalars) for tracing/tests."""
     generator = torch.Generator().manual_seed(seed)
@@ -129,7 +129,7 @@ def example_inputs(
         "sid": torch.tensor([0]),
         "tone": tones,
         "language": torch.full((1, n_phones), JP_LANGUAGE_ID),
-        "bert": torch.randn(1, config.net.bert_dim, n_phones, generator=generator),
+        "bert": torch.randn(1, bert_dim, n_phones, generator=generator),
         "style_vec": torch.randn(1, STYLE_DIM, generator=generator),
         "noise_scale": torch.tensor([0.6]),
         "length_scale": torch.tensor([1.0]),
@@ -248,20 +248,20 @@ def export_speaker(
     files = ModelFolder.find(model_dir, Path(checkpoint) if checkpoint else None)
     config = load_config(files.config)
     style_vectors = load_style_vectors(files.style_vectors, config)
+    model = load_model(config, files.checkpoint)  # every input is checked before writing
     out = Path(bundle_root) / SPEAKERS_DIR / (name or model_dir.resolve().name)
-    steps = tqdm(total=3, desc=f"export {out.name}", unit="step", disable=not progress)
-    model = load_model(config, files.checkpoint)
-    steps.update()
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(files.config, out / "config.json")
     np.save(out / "style_vectors.npy", style_vectors)
-    inputs = example_inputs(config)
-    synthesizer = SynthesizerGraph(model)
-    export_graph(synthesizer, inputs, SYNTHESIZER_INPUTS, "audio", out / SYNTHESIZER_FILE)
-    steps.update()
-    export_graph(DurationGraph(model), inputs, DURATION_INPUTS, "durations", out / DURATION_FILE)
-    steps.update()
-    steps.close()
+    inputs = example_inputs(config.net.bert_dim)
+    graphs = (
+        (SynthesizerGraph(model), SYNTHESIZER_INPUTS, "audio", SYNTHESIZER_FILE),
+        (DurationGraph(model), DURATION_INPUTS, "durations", DURATION_FILE),
+    )
+    for module, input_names, output_name, file_name in tqdm(
+        graphs, desc=f"export {out.name}", unit="graph", disable=not progress
+    ):
+        export_graph(module, inputs, input_names, output_name, out / file_name)
     return out
 
 

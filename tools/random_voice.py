@@ -4,8 +4,9 @@ Weights come from numpy's PCG64 generator (stable across numpy and torch version
 always gives the same voice. Two calibrations follow the random draw:
 
 * durations: the output bias of both duration predictors is shifted so that a typical sequence
-  gets ``TARGET_FRAMES_PER_PHONE`` frames per phone slot (blanks included), which is a speaking
-  rate of ``TARGET_MORAE_PER_SECOND`` (uncalibrated random voices speak ~2.4x too fast);
+  gets ``TARGET_FRAMES_PER_PHONE`` frames per phone slot (blanks included) with the engine's
+  default settings, a speaking rate of ``TARGET_MORAE_PER_SECOND`` (uncalibrated random voices
+  speak ~2.4x too fast);
 * loudness: the decoder's last convolution is scaled so that the signal before the final tanh
   has a standard deviation of ``TARGET_LOUDNESS`` (no clipping, clearly audible).
 """
@@ -35,7 +36,16 @@ SLOTS_PER_MORA = 3.7
 FRAMES_PER_SECOND = SAMPLING_RATE / HOP_LENGTH
 TARGET_FRAMES_PER_PHONE = FRAMES_PER_SECOND / (TARGET_MORAE_PER_SECOND * SLOTS_PER_MORA)
 TARGET_LOUDNESS = 0.2
-CALIBRATION_LENGTHS = (25, 41, 65, 97)  # phone slots (odd: blank, phone, blank, ..., blank)
+CALIBRATION_LENGTHS = (
+    25,
+    41,
+    65,
+    97,
+    129,
+    161,
+)  # phone slots (odd: blank, phone, blank, ..., blank)
+DEFAULT_SDP_RATIO = 0.2  # the engine's defaults (SynthesisOptions)
+DEFAULT_NOISE_W = 0.8
 JP_TONES = (6, 7)
 JP_LANGUAGE = 1
 STYLE_SCALE = 0.5  # spread of the random style vectors
@@ -70,7 +80,7 @@ def random_voice(preset: VoicePreset, speaker: str, bert_dim: int, seed: int) ->
     randomize_(model, rng)
     style_vectors = random_style_vectors(len(preset.styles), rng)
     batch = calibration_batch(config, style_vectors[0], rng)
-    calibrate_durations_(model, batch)
+    calibrate_durations_(model, batch, seed)
     calibrate_loudness_(model, batch[:1], seed)
     return RandomVoice(config, model, style_vectors)
 
@@ -157,12 +167,17 @@ def _sequence(
 
 
 def _log_durations(
-    model: SynthesizerTrn, batch: list[dict[str, torch.Tensor]], sdp_ratio: float
+    model: SynthesizerTrn,
+    batch: list[dict[str, torch.Tensor]],
+    sdp_ratio: float,
+    noise_scale_w: float = 0.0,
+    seed: int = 0,
 ) -> np.ndarray:
-    """Noise-free log durations of every phone slot in the batch, concatenated."""
-    with torch.no_grad():
+    """Log durations of every phone slot in the batch, concatenated (noise drawn from ``seed``)."""
+    with torch.no_grad(), torch.random.fork_rng():
+        torch.manual_seed(seed)
         values = [
-            model.log_durations(model.encode(**inputs), sdp_ratio, noise_scale_w=0.0).flatten()
+            model.log_durations(model.encode(**inputs), sdp_ratio, noise_scale_w).flatten()
             for inputs in batch
         ]
     return torch.cat(values).double().numpy()
@@ -182,14 +197,33 @@ def duration_shift(log_durations: np.ndarray, target: float = TARGET_FRAMES_PER_
     return high
 
 
-def calibrate_durations_(model: SynthesizerTrn, batch: list[dict[str, torch.Tensor]]) -> None:
-    """Shift both predictors' log-duration outputs onto the target speaking rate."""
+def calibrate_durations_(
+    model: SynthesizerTrn, batch: list[dict[str, torch.Tensor]], seed: int = 0
+) -> None:
+    """Shift the predictors' log-duration outputs onto the target speaking rate.
+
+    Each predictor is first calibrated alone (noise off); then both move by the same amount so
+    that the engine's default blend hits the target too. Averaging two predictors in log space
+    gives shorter durations than either alone (Jensen), so this second step is not a no-op.
+    """
+    _shift_dp_(model, duration_shift(_log_durations(model, batch, sdp_ratio=0.0)))
+    _shift_sdp_(model, duration_shift(_log_durations(model, batch, sdp_ratio=1.0)))
+    blended = _log_durations(model, batch, DEFAULT_SDP_RATIO, DEFAULT_NOISE_W, seed)
+    both = duration_shift(blended)
+    _shift_dp_(model, both)
+    _shift_sdp_(model, both)
+
+
+def _shift_dp_(model: SynthesizerTrn, shift: float) -> None:
     with torch.no_grad():
-        model.dp.proj.bias += duration_shift(_log_durations(model, batch, sdp_ratio=0.0))
-        # The stochastic predictor's last generating step is (z - m) * exp(-logs) on channel 0
-        # (its ElementwiseAffine), so lowering m[0] by shift * exp(logs[0]) adds ``shift``.
-        affine = model.sdp.flows[0]
-        shift = duration_shift(_log_durations(model, batch, sdp_ratio=1.0))
+        model.dp.proj.bias += shift
+
+
+def _shift_sdp_(model: SynthesizerTrn, shift: float) -> None:
+    # The stochastic predictor's last generating step is (z - m) * exp(-logs) on channel 0 (its
+    # ElementwiseAffine), so lowering m[0] by shift * exp(logs[0]) adds ``shift``.
+    affine = model.sdp.flows[0]
+    with torch.no_grad():
         affine.m[0] -= shift * torch.exp(affine.logs[0])
 
 
@@ -203,7 +237,12 @@ def calibrate_loudness_(
         with torch.no_grad(), torch.random.fork_rng():
             torch.manual_seed(seed)
             for inputs in batch:
-                model.infer(**inputs, noise_scale=0.667, noise_scale_w=0.8, sdp_ratio=0.2)
+                model.infer(
+                    **inputs,
+                    noise_scale=0.667,
+                    noise_scale_w=DEFAULT_NOISE_W,
+                    sdp_ratio=DEFAULT_SDP_RATIO,
+                )
     finally:
         hook.remove()
     std = float(torch.cat([c.flatten() for c in captured]).std())

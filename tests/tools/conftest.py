@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import onnxruntime as ort
 import pytest
 import torch
 
@@ -20,6 +21,17 @@ TINY_BUNDLE = REPO_ROOT / "tests" / "fixtures" / "bundle-tiny"
 TINY_SEED = 0  # the seed the committed fixture was built with (see its build-info.json)
 
 torch.set_flush_denormal(True)  # random flows produce denormals, which slow torch down a lot
+# Tiny models gain nothing from a second thread, and on a busy machine OpenMP's spinning threads
+# make them several times slower.
+torch.set_num_threads(1)
+
+
+def session(path: Path) -> ort.InferenceSession:
+    """A single-threaded CPU session (see above)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 @pytest.fixture(scope="session")

@@ -12,9 +12,9 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 import torch
+from conftest import session
 from safetensors.torch import load_file, save_file
 
 from tools.export import DURATION_INPUTS, SYNTHESIZER_INPUTS, export_speaker
@@ -102,8 +102,8 @@ def test_exported_graphs_reproduce_sbv2(golden: dict[str, np.ndarray], tmp_path:
     }
     feeds = {k: v.numpy() for k, v in inputs(golden).items()}
     feeds |= {k: np.array([v], np.float32) for k, v in scalars.items()}
-    synthesizer = ort.InferenceSession(str(folder / "synthesizer.onnx"))
-    durations = ort.InferenceSession(str(folder / "duration_predictor.onnx"))
+    synthesizer = session(folder / "synthesizer.onnx")
+    durations = session(folder / "duration_predictor.onnx")
     (audio,) = synthesizer.run(["audio"], {k: feeds[k] for k in SYNTHESIZER_INPUTS})
     (frames,) = durations.run(["durations"], {k: feeds[k] for k in DURATION_INPUTS})
     np.testing.assert_allclose(audio, golden["quiet_audio"], atol=1e-4, rtol=0)

@@ -10,6 +10,7 @@ seed give the same weights, hence graphs that compute the same outputs.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import sys
@@ -27,6 +28,15 @@ from .random_voice import random_voice
 DEFAULT_OUT = {"tiny": Path("tests/fixtures/bundle-tiny"), "full": Path(".cache/bundle-full")}
 DEFAULT_SEED = 0
 BUILD_INFO = "build-info.json"
+# The code that decides what a bundle contains: a cached bundle built by other code is rebuilt.
+FINGERPRINTED = (
+    "model",
+    "export.py",
+    "random_voice.py",
+    "presets.py",
+    "bert_export.py",
+    "make_bundle.py",
+)
 BUNDLE_ENTRIES = frozenset({"bert", "onnx", BUILD_INFO})
 
 
@@ -63,7 +73,26 @@ def _build_info(preset: str, seed: int) -> dict[str, object]:
         "seed": seed,
         "command": f"python -m tools.make_bundle --preset {preset} --seed {seed}",
         "torch": torch.__version__.split("+")[0],
+        "sources": sources_fingerprint(),
     }
+
+
+def sources_fingerprint() -> str:
+    """A short hash of the builder's source files (tools/model, export, random voices, BERT)."""
+    tools_dir = Path(__file__).parent
+    files = sorted(
+        path
+        for entry in FINGERPRINTED
+        for path in (
+            (tools_dir / entry).rglob("*.py")
+            if (tools_dir / entry).is_dir()
+            else [tools_dir / entry]
+        )
+    )
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(tools_dir).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _clear_bundle(out: Path) -> None:
@@ -84,7 +113,11 @@ def _clear_bundle(out: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.make_bundle", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.make_bundle",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--preset", choices=sorted(PRESETS), required=True)
     parser.add_argument(
         "--out",

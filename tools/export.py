@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from .model import ModelConfig, ModelFileError, SynthesizerTrn, load_config, load_model
 from .model.config import N_SYMBOLS, STYLE_DIM
+from .model.errors import first_line
 
 OPSET = 17
 SPEAKERS_DIR = Path("onnx/speakers")
@@ -221,7 +222,7 @@ def load_style_vectors(path: Path, config: ModelConfig) -> np.ndarray:
     try:
         vectors = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as err:
-        raise ModelFileError(path, f"not a readable .npy file ({err})") from None
+        raise ModelFileError(path, f"not a readable .npy file ({first_line(err)})") from None
     if vectors.ndim != 2 or vectors.shape[1] != STYLE_DIM or vectors.dtype.kind != "f":
         raise ModelFileError(
             path, f"expected float [n_styles, {STYLE_DIM}], found {vectors.dtype} {vectors.shape}"
@@ -281,6 +282,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         folder = export_speaker(args.model_dir, args.out, args.name, args.checkpoint)
     except ModelFileError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # e.g. an output folder that cannot be written
+        print(
+            f"error: {err.filename or args.out}: {err.strerror or first_line(err)}", file=sys.stderr
+        )
         return 2
     print(folder)
     return 0

@@ -275,3 +275,11 @@ def test_cli_process_prints_no_traceback(tmp_path: Path) -> None:
         result.stderr.strip()
         == f"error: {tmp_path}: no checkpoint (*.safetensors or *.pth) in the model folder"
     )
+
+
+def test_unwritable_output_is_one_line(tiny_model_dir: Path, tmp_path: Path, capsys) -> None:
+    blocker = tmp_path / "bundle"
+    blocker.write_text("a file where the bundle folder should go")
+    code, err = run_cli([str(tiny_model_dir), "--out", str(blocker)], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: {blocker}") and "Not a directory" in err

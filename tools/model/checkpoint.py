@@ -16,7 +16,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from .config import ModelConfig, load_config
-from .errors import ModelFileError
+from .errors import ModelFileError, first_line
 from .synthesizer import SynthesizerTrn
 
 # Training-only parts of SBV2's generator, and bookkeeping entries, that inference ignores.
@@ -46,7 +46,7 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     try:
         return load_file(path)
     except (SafetensorError, OSError, ValueError) as err:
-        problem = f"not a readable safetensors file ({_first_line(err)})"
+        problem = f"not a readable safetensors file ({first_line(err)})"
         raise ModelFileError(path, problem) from None
 
 
@@ -54,7 +54,7 @@ def _read_torch(path: Path) -> dict[str, torch.Tensor]:
     try:
         loaded = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as err:
-        problem = f"not a readable torch checkpoint ({_first_line(err)})"
+        problem = f"not a readable torch checkpoint ({first_line(err)})"
         raise ModelFileError(path, problem) from None
     state = loaded.get("model", loaded) if isinstance(loaded, dict) else None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
@@ -138,8 +138,3 @@ def save_checkpoint(model: SynthesizerTrn, path: str | Path, iteration: int = 0)
     state = unfold_weight_norm({k: v.detach().contiguous() for k, v in model.state_dict().items()})
     state["iteration"] = torch.tensor([iteration], dtype=torch.int64)
     save_file(state, str(path))
-
-
-def _first_line(err: Exception) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ModelFileError
+from .errors import ModelFileError, first_line
 
 # SBV2's symbol table (pad + phones of ZH/JP/EN + punctuation), tone and language counts.
 N_SYMBOLS = 112
@@ -113,7 +113,7 @@ def load_config(path: str | Path) -> ModelConfig:
     except FileNotFoundError:
         raise ModelFileError(path, "file is missing") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ModelFileError(path, f"not readable JSON ({_first_line(err)})") from None
+        raise ModelFileError(path, f"not readable JSON ({first_line(err)})") from None
     return parse_config(raw, path)
 
 
@@ -124,7 +124,7 @@ def parse_config(raw: Any, path: str | Path = "config.json") -> ModelConfig:
     except KeyError as err:
         raise ModelFileError(path, f"not an SBV2 config (missing key {err})") from None
     except (TypeError, ValueError, AttributeError) as err:
-        raise ModelFileError(path, f"not an SBV2 config ({_first_line(err)})") from None
+        raise ModelFileError(path, f"not an SBV2 config ({first_line(err)})") from None
     problems = config.net.problems()
     if config.hop_length != config.net.hop_length:
         problems.append(
@@ -162,8 +162,3 @@ def _parse(raw: dict[str, Any]) -> ModelConfig:
         style2id={str(k): int(v) for k, v in data["style2id"].items()},
         raw=raw,
     )
-
-
-def _first_line(err: Exception) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__

@@ -12,3 +12,9 @@ class ModelFileError(Exception):
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
+
+
+def first_line(err: BaseException) -> str:
+    """An exception's message cut to one line (for messages that must stay one line)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

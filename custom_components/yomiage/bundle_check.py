@@ -11,9 +11,10 @@ from pathlib import Path
 
 from homeassistant.core import HomeAssistant
 
-from . import const, load_engine
+from . import const
 from .engine.bundle import SPEAKERS_DIR
 from .engine.errors import BundleError
+from .local_setup import load_engine
 
 
 class BundleCheckError(Exception):

@@ -1,4 +1,5 @@
-"""Config flow (pick a voice bundle and check it loads) and options flow (how it speaks)."""
+"""Config flow (pick a voice bundle and check it loads, or a Yomiage Wyoming server) and options
+flow (how it speaks, the user dictionary)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import voluptuous as vol
 from homeassistant.config_entries import (
     ConfigEntry,
+    ConfigEntryState,
     ConfigFlow,
     ConfigFlowResult,
     OptionsFlow,
@@ -33,20 +35,25 @@ from homeassistant.helpers.selector import (
 from .bundle_check import BundleCheckError, BundleSummary, probe_bundle, resolve_bundle_path
 from .const import (
     CONF_DEVICE,
+    CONF_HOST,
     CONF_PATH,
+    CONF_PORT,
     CONF_REPO_ID,
     CONF_REVISION,
     CONF_SOURCE,
     CONF_SPEAKERS,
     CONF_THREADS,
     CONF_TOKEN,
+    CONF_USER_DICTIONARY,
     CONF_VOICE,
+    DEFAULT_WYOMING_PORT,
     DEVICES,
     DOMAIN,
     MAX_THREADS,
     SOURCE_HUGGINGFACE,
     SOURCE_LOCAL,
     SOURCE_OFFICIAL,
+    SOURCE_WYOMING,
     SYNTHESIS_NUMBERS,
 )
 from .engine.bundle import Bundle
@@ -58,10 +65,20 @@ from .engine.download import (
     fetch_bundle,
     list_offer,
 )
-from .engine.errors import BundleError
+from .engine.errors import BundleError, YomiageError
 from .engine.options import OPTION_LIMITS
 from .entry_options import runtime_settings, synthesis_defaults, voice_choices
 from .hub import download_folder
+from .local_engine import (
+    IMPORT_FAILED,
+    INSTALL_FAILED,
+    UNSUPPORTED_PLATFORM,
+    LocalEngineUnavailableError,
+    async_engine_importable,
+    async_ensure_local_engine,
+)
+from .remote import WyomingBackend
+from .user_words import UserWordsError, parse_user_words
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -85,6 +102,10 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self._download_error: FetchError | BundleCheckError | None = None
         self._summary: BundleSummary | None = None
         self._reported_progress = 0.0
+        self._engine_ready = False
+        self._install: asyncio.Task[None] | None = None
+        self._after_install = SOURCE_LOCAL
+        self._engine_problem: LocalEngineUnavailableError | None = None
 
     @staticmethod
     @callback
@@ -93,11 +114,105 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
 
     async def async_step_user(self, user_input: dict[str, Any] | None = None) -> ConfigFlowResult:
         return self.async_show_menu(
-            step_id="user", menu_options=[SOURCE_OFFICIAL, SOURCE_HUGGINGFACE, SOURCE_LOCAL]
+            step_id="user",
+            menu_options=[SOURCE_OFFICIAL, SOURCE_HUGGINGFACE, SOURCE_LOCAL, SOURCE_WYOMING],
+        )
+
+    # -- the engine on this machine: its native packages -----------------------------------------
+    async def _async_engine_detour(self, step_id: str) -> ConfigFlowResult | None:
+        """None when the engine can run here; else the install step, which returns to
+        ``step_id`` once the packages are in (or explains why they cannot be)."""
+        if self._engine_ready or await async_engine_importable(self.hass):
+            self._engine_ready = True
+            return None
+        self._after_install = step_id
+        return await self.async_step_install()
+
+    async def async_step_install(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Install onnxruntime and pyopenjtalk-plus (minutes on a Raspberry Pi) with a spinner."""
+        if self._install is None:
+            self._install = self.hass.async_create_task(async_ensure_local_engine(self.hass))
+        if not self._install.done():
+            return self.async_show_progress(
+                step_id="install", progress_action="install", progress_task=self._install
+            )
+        install, self._install = self._install, None
+        try:
+            install.result()
+        except LocalEngineUnavailableError as problem:
+            self._engine_problem = problem
+            return self.async_show_progress_done(next_step_id=problem.reason)
+        self._engine_ready = True
+        return self.async_show_progress_done(next_step_id=self._after_install)
+
+    async def async_step_engine_unsupported(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        return self._offer_server(UNSUPPORTED_PLATFORM)
+
+    async def async_step_engine_install_failed(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        return self._offer_server(INSTALL_FAILED)
+
+    async def async_step_engine_import_failed(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        return self._offer_server(IMPORT_FAILED)
+
+    def _offer_server(self, step_id: str) -> ConfigFlowResult:
+        """Say in plain words why the engine cannot run here; offer a Yomiage server instead."""
+        detail = self._engine_problem.detail if self._engine_problem else ""
+        return self.async_show_menu(
+            step_id=step_id,
+            menu_options=[SOURCE_WYOMING],
+            description_placeholders={"detail": detail},
+        )
+
+    # -- a Yomiage Wyoming server ----------------------------------------------------------------
+    async def async_step_wyoming(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Host and port of a Yomiage Wyoming server (the add-on, or ``yomiage serve``)."""
+        errors: dict[str, str] = {}
+        placeholders = {"address": "", "message": ""}
+        if user_input is not None:
+            host = str(user_input[CONF_HOST]).strip()
+            port = int(user_input[CONF_PORT])
+            await self.async_set_unique_id(f"tcp://{host}:{port}")
+            self._abort_if_unique_id_configured()
+            try:
+                server = await WyomingBackend.async_connect(host, port)
+            except YomiageError as err:
+                errors["base"] = err.translation_key
+                placeholders.update(address=f"{host}:{port}", message=str(err))
+            else:
+                return self.async_create_entry(
+                    title=f"Yomiage {host}",
+                    data={CONF_SOURCE: SOURCE_WYOMING, CONF_HOST: host, CONF_PORT: port},
+                    options={CONF_VOICE: server.default_voice},
+                )
+        schema = vol.Schema(
+            {
+                vol.Required(CONF_HOST): TextSelector(),
+                vol.Required(CONF_PORT, default=DEFAULT_WYOMING_PORT): NumberSelector(
+                    NumberSelectorConfig(min=1, max=65535, step=1, mode=NumberSelectorMode.BOX)
+                ),
+            }
+        )
+        return self.async_show_form(
+            step_id=SOURCE_WYOMING,
+            data_schema=self.add_suggested_values_to_schema(schema, user_input or {}),
+            errors=errors,
+            description_placeholders=placeholders,
         )
 
     # -- a folder on disk ------------------------------------------------------------------------
     async def async_step_local(self, user_input: dict[str, Any] | None = None) -> ConfigFlowResult:
+        if (detour := await self._async_engine_detour(SOURCE_LOCAL)) is not None:
+            return detour
         errors: dict[str, str] = {}
         placeholders = {"file": "", "problem": "", "config_dir": self.hass.config.config_dir}
         if user_input is not None:
@@ -130,6 +245,8 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
         """The published voices: list them, then let the user pick speakers."""
+        if (detour := await self._async_engine_detour(SOURCE_OFFICIAL)) is not None:
+            return detour
         self._source = SOURCE_OFFICIAL
         try:
             await self._async_list(DEFAULT_REPO, revision=None, token=None)
@@ -143,6 +260,8 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
         """Another repository with the same layout (private ones need a token)."""
+        if (detour := await self._async_engine_detour(SOURCE_HUGGINGFACE)) is not None:
+            return detour
         self._source = SOURCE_HUGGINGFACE
         errors: dict[str, str] = {}
         placeholders = {"message": ""}
@@ -322,12 +441,23 @@ def _megabytes(size: int) -> str:
 
 
 class YomiageOptionsFlow(OptionsFlow):
-    """Default voice, synthesis parameters and how the engine runs; saving reloads the entry."""
+    """Default voice, synthesis parameters, the user dictionary and how the engine runs (a
+    server entry: its default voice); saving reloads the entry."""
 
     async def async_step_init(self, user_input: dict[str, Any] | None = None) -> ConfigFlowResult:
+        if self.config_entry.data.get(CONF_SOURCE) == SOURCE_WYOMING:
+            return await self.async_step_server()
+        errors: dict[str, str] = {}
+        placeholders = {"line": "", "problem": ""}
         if user_input is not None:
-            user_input[CONF_THREADS] = int(user_input[CONF_THREADS])
-            return self.async_create_entry(data=user_input)
+            try:
+                parse_user_words(user_input.get(CONF_USER_DICTIONARY, ""))
+            except UserWordsError as problem:
+                errors[CONF_USER_DICTIONARY] = problem.key
+                placeholders.update(problem.placeholders)
+            else:
+                user_input[CONF_THREADS] = int(user_input[CONF_THREADS])
+                return self.async_create_entry(data=user_input)
         try:
             voices = await self.hass.async_add_executor_job(
                 _bundle_voices, self.config_entry.data[CONF_PATH]
@@ -337,7 +467,38 @@ class YomiageOptionsFlow(OptionsFlow):
                 reason="bundle_broken",
                 description_placeholders={"file": err.path, "problem": err.problem},
             )
-        return self.async_show_form(step_id="init", data_schema=self._schema(voices))
+        schema = self._schema(voices)
+        if user_input is not None:  # back with an error: keep what the user typed
+            schema = self.add_suggested_values_to_schema(schema, user_input)
+        return self.async_show_form(
+            step_id="init", data_schema=schema, errors=errors, description_placeholders=placeholders
+        )
+
+    async def async_step_server(self, user_input: dict[str, Any] | None = None) -> ConfigFlowResult:
+        """A server entry: only the default voice (the server decides the rest)."""
+        if user_input is not None:
+            return self.async_create_entry(data=user_input)
+        try:
+            voices = await self._async_server_voices()
+        except YomiageError as err:
+            return self.async_abort(
+                reason=err.translation_key, description_placeholders={"message": str(err)}
+            )
+        current = self.config_entry.options.get(CONF_VOICE) or voice_choices(voices)[0][0]
+        schema = vol.Schema({vol.Required(CONF_VOICE, default=current): _voice_selector(voices)})
+        address = f"{self.config_entry.data[CONF_HOST]}:{self.config_entry.data[CONF_PORT]}"
+        return self.async_show_form(
+            step_id="server", data_schema=schema, description_placeholders={"address": address}
+        )
+
+    async def _async_server_voices(self) -> dict[str, list[str]]:
+        """The loaded entry's voices, or the server's answer when the entry is not loaded."""
+        entry = self.config_entry
+        if entry.state is ConfigEntryState.LOADED:
+            voices: dict[str, list[str]] = entry.runtime_data.backend.voices
+            return voices
+        server = await WyomingBackend.async_connect(entry.data[CONF_HOST], entry.data[CONF_PORT])
+        return server.voices
 
     def _schema(self, voices: dict[str, list[str]]) -> vol.Schema:
         first_voice = voice_choices(voices)[0][0]
@@ -348,6 +509,11 @@ class YomiageOptionsFlow(OptionsFlow):
         }
         for name in SYNTHESIS_NUMBERS:
             fields[vol.Required(name, default=current[name])] = _number_selector(name)
+        # A suggested value, not a default: a default would come back when the user empties it.
+        words = self.config_entry.options.get(CONF_USER_DICTIONARY, "")
+        fields[vol.Optional(CONF_USER_DICTIONARY, description={"suggested_value": words})] = (
+            TextSelector(TextSelectorConfig(multiline=True))
+        )
         fields[vol.Required(CONF_THREADS, default=threads)] = NumberSelector(
             NumberSelectorConfig(min=0, max=MAX_THREADS, step=1, mode=NumberSelectorMode.BOX)
         )

@@ -14,10 +14,15 @@ CONF_REPO_ID: Final = "repo_id"
 CONF_REVISION: Final = "revision"  # Hub entries store the commit they were downloaded from
 CONF_SPEAKERS: Final = "speakers"
 CONF_TOKEN: Final = "token"
+CONF_HOST: Final = "host"  # Wyoming server entries
+CONF_PORT: Final = "port"
 
 SOURCE_OFFICIAL: Final = "official"
 SOURCE_HUGGINGFACE: Final = "huggingface"
 SOURCE_LOCAL: Final = "local"
+SOURCE_WYOMING: Final = "wyoming"  # a Yomiage Wyoming server speaks; nothing runs here
+
+DEFAULT_WYOMING_PORT: Final = 10200  # the add-on's and `yomiage serve`'s port
 
 # Options (options flow) = engine synthesis options + how the engine runs.
 CONF_VOICE: Final = "voice"
@@ -29,6 +34,7 @@ CONF_NOISE_W: Final = "noise_w"
 CONF_PAUSE_SCALE: Final = "pause_scale"
 CONF_THREADS: Final = "threads"
 CONF_DEVICE: Final = "device"
+CONF_USER_DICTIONARY: Final = "user_dictionary"  # text, one `surface,reading,accent` a line
 
 # Numeric synthesis options, in the order the options form shows them. Their limits come from the
 # engine (``engine.options.OPTION_LIMITS``), their defaults from ``SynthesisOptions``.
@@ -41,6 +47,9 @@ SYNTHESIS_NUMBERS: Final = (
     CONF_PAUSE_SCALE,
 )
 SUPPORTED_OPTIONS: Final = [CONF_VOICE, *SYNTHESIS_NUMBERS]
+# The tts option that carries the active user dictionary's fingerprint: it is in the entity's
+# default options so that Home Assistant's cache key changes when the words do.
+OPTION_DICTIONARY: Final = "dictionary"
 
 DEVICES: Final = ("auto", "cpu", "cuda")
 DEFAULT_DEVICE: Final = "auto"

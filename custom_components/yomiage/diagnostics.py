@@ -1,6 +1,7 @@
-"""Diagnostics: what the bundle offers, how the engine runs, how fast it has been.
+"""Diagnostics: what the backend offers, how it runs, how fast it has been.
 
 No absolute paths (they reveal the machine's layout): files are named relative to the bundle.
+The user dictionary's words (names of people and places) are left out; its fingerprint shows.
 """
 
 from __future__ import annotations
@@ -14,25 +15,27 @@ from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import HomeAssistant
 
 from . import YomiageConfigEntry, const
-from .const import CONF_PATH, CONF_TOKEN
+from .const import CONF_PATH, CONF_TOKEN, CONF_USER_DICTIONARY
 
-TO_REDACT = {CONF_TOKEN}
+TO_REDACT = {CONF_TOKEN, CONF_USER_DICTIONARY}
 
 
 async def async_get_config_entry_diagnostics(
     hass: HomeAssistant, entry: YomiageConfigEntry
 ) -> dict[str, Any]:
     data = {key: value for key, value in entry.data.items() if key != CONF_PATH}
-    diagnostics: dict[str, Any] = {
-        "entry": {
-            "data": async_redact_data(data, TO_REDACT),
-            "options": dict(entry.options),
-            "bundle_folder": _shown_folder(Path(entry.data[CONF_PATH])),
-        },
-        "state": entry.state.value,
+    shown_entry: dict[str, Any] = {
+        "data": async_redact_data(data, TO_REDACT),
+        "options": async_redact_data(dict(entry.options), TO_REDACT),
     }
+    if CONF_PATH in entry.data:
+        shown_entry["bundle_folder"] = _shown_folder(Path(entry.data[CONF_PATH]))
+    diagnostics: dict[str, Any] = {"entry": shown_entry, "state": entry.state.value}
     if entry.state is ConfigEntryState.LOADED:
-        diagnostics["engine"] = _engine_report(entry)
+        diagnostics["engine"] = {
+            **entry.runtime_data.backend.diagnostics(),
+            "recent_requests": [_timing_report(asdict(t)) for t in entry.runtime_data.timings],
+        }
     return diagnostics
 
 
@@ -42,28 +45,6 @@ def _shown_folder(path: Path) -> str:
     if path.is_relative_to(models):
         return f"<models>/{path.relative_to(models)}"
     return f".../{path.name}"
-
-
-def _engine_report(entry: YomiageConfigEntry) -> dict[str, Any]:
-    engine = entry.runtime_data.engine
-    bundle = engine.bundle
-    return {
-        "device": engine.device,
-        "threads": engine.threads,
-        "sample_rate": engine.sample_rate,
-        "default_voice": engine.default_voice,
-        "bert_graph": bundle.relative(bundle.bert_q8),
-        "has_fp32_bert": bundle.bert_fp32 is not None,
-        "speakers": {
-            name: {
-                "styles": list(files.config.styles),
-                "synthesizer": bundle.relative(files.synthesizer),
-                "has_duration_predictor": files.duration_predictor is not None,
-            }
-            for name, files in bundle.speakers.items()
-        },
-        "recent_requests": [_timing_report(asdict(t)) for t in entry.runtime_data.timings],
-    }
 
 
 def _timing_report(timing: dict[str, Any]) -> dict[str, Any]:

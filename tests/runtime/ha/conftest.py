@@ -19,7 +19,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 import custom_components.yomiage  # noqa: F401
 from custom_components.yomiage.const import CONF_PATH, CONF_SOURCE, DOMAIN, SOURCE_LOCAL
 
-from .common import SPEAKERS
+from .common import SPEAKERS, engine_of
 
 
 @pytest.fixture(autouse=True)
@@ -88,5 +88,5 @@ def entity_id(hass: HomeAssistant, loaded_entry: MockConfigEntry) -> str:
 @pytest.fixture
 def voices(loaded_entry: MockConfigEntry) -> list[str]:
     """Every voice id of the tiny bundle."""
-    engine = loaded_entry.runtime_data.engine
+    engine = engine_of(loaded_entry)
     return [f"{speaker}/{style}" for speaker, styles in engine.voices.items() for style in styles]

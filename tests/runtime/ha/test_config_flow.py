@@ -23,8 +23,9 @@ from custom_components.yomiage.const import (
     DOMAIN,
     SOURCE_LOCAL,
 )
+from custom_components.yomiage.engine.text.readings.user_dict import UserDictionary
 
-from .common import SPEAKERS
+from .common import SPEAKERS, engine_of
 
 
 async def _local_form(hass: HomeAssistant) -> str:
@@ -170,7 +171,7 @@ async def test_errors_are_translated_in_english_and_japanese() -> None:
 async def test_options_flow_changes_defaults_and_reloads(
     hass: HomeAssistant, loaded_entry: MockConfigEntry, voices: list[str], entity_id: str
 ) -> None:
-    engine_before = loaded_entry.runtime_data.engine
+    engine_before = engine_of(loaded_entry)
     result = await hass.config_entries.options.async_init(loaded_entry.entry_id)
     assert result["type"] is FlowResultType.FORM
     new_options = {
@@ -190,14 +191,17 @@ async def test_options_flow_changes_defaults_and_reloads(
 
     assert loaded_entry.options[CONF_THREADS] == 1
     assert loaded_entry.state is ConfigEntryState.LOADED
-    engine_after = loaded_entry.runtime_data.engine
+    engine_after = engine_of(loaded_entry)
     assert engine_after is not engine_before, "saving options reloads the entry"
     assert engine_after.threads == 1
     entity = hass.data["tts"].get_entity(entity_id)
     assert entity.default_options == {
-        name: value
-        for name, value in new_options.items()
-        if name not in (CONF_THREADS, CONF_DEVICE)
+        **{
+            name: value
+            for name, value in new_options.items()
+            if name not in (CONF_THREADS, CONF_DEVICE)
+        },
+        "dictionary": UserDictionary([]).fingerprint,  # no words: the empty dictionary's
     }
 
 
@@ -209,7 +213,7 @@ async def test_options_form_offers_every_voice(
     voice_key = next(key for key in schema if key == CONF_VOICE)
     offered = [option["value"] for option in schema[voice_key].config["options"]]
     assert offered == voices
-    assert voice_key.default() == loaded_entry.runtime_data.engine.default_voice
+    assert voice_key.default() == engine_of(loaded_entry).default_voice
 
 
 @pytest.mark.parametrize("bad", [{"speed": 0.0}, {"speed": 9.0}])

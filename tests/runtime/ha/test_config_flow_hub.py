@@ -32,7 +32,7 @@ from custom_components.yomiage.diagnostics import async_get_config_entry_diagnos
 from custom_components.yomiage.engine.download import DEFAULT_REPO
 
 from ..fakehub import FakeHub, FakeRepo
-from .common import SPEAKERS
+from .common import SPEAKERS, engine_of
 
 PRIVATE = "someone/private-voices"
 TOKEN = "hf_test_token"
@@ -112,7 +112,7 @@ async def test_official_voices_download_the_chosen_speaker(
     await hass.async_block_till_done()
     entry = result["result"]
     assert entry.state is ConfigEntryState.LOADED
-    assert list(entry.runtime_data.engine.voices) == [speakers[-1]]
+    assert list(engine_of(entry).voices) == [speakers[-1]]
 
     diagnostics = await async_get_config_entry_diagnostics(hass, entry)
     assert diagnostics["entry"]["bundle_folder"] == f"<models>/{folder.name}"

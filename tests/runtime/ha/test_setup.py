@@ -23,7 +23,7 @@ from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 from custom_components.yomiage import bundle_issue_id
 from custom_components.yomiage.const import CONF_DEVICE, DOMAIN
 
-from .common import SPEAKERS
+from .common import SPEAKERS, engine_of
 
 
 def _live_sessions() -> int:
@@ -33,7 +33,7 @@ def _live_sessions() -> int:
 
 async def _speak(hass: HomeAssistant, entry: MockConfigEntry) -> None:
     """Use the engine so that its lazy speaker sessions exist too."""
-    engine = entry.runtime_data.engine
+    engine = engine_of(entry)
     await hass.async_add_executor_job(engine.synthesize, "こんにちは。")
 
 
@@ -111,7 +111,8 @@ async def test_transient_error_retries_later(
     hass: HomeAssistant, mock_entry: MockConfigEntry
 ) -> None:
     with patch(
-        "custom_components.yomiage.load_engine", side_effect=OSError("disk not mounted yet")
+        "custom_components.yomiage.local_setup.load_engine",
+        side_effect=OSError("disk not mounted yet"),
     ):
         assert not await hass.config_entries.async_setup(mock_entry.entry_id)
     assert mock_entry.state is ConfigEntryState.SETUP_RETRY
@@ -153,7 +154,7 @@ async def test_diagnostics_show_no_outside_paths_and_redact_tokens(
     engine = diagnostics["engine"]
     assert engine["device"] == "cpu"
     assert engine["threads"] >= 1
-    assert set(engine["speakers"]) == set(mock_entry.runtime_data.engine.voices)
+    assert set(engine["speakers"]) == set(engine_of(mock_entry).voices)
     for speaker in engine["speakers"].values():
         assert speaker["synthesizer"].startswith(str(SPEAKERS))
         assert speaker["styles"]

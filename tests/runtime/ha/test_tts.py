@@ -25,6 +25,8 @@ from pytest_homeassistant_custom_component.typing import (
 
 from custom_components.yomiage.tts import YomiageTTSEntity
 
+from .common import engine_of
+
 SAMPLE_RATE = 44100
 WAV_HEADER = 44
 QUIET = {"noise": 0.0, "noise_w": 0.0}  # deterministic graphs: equal requests give equal audio
@@ -280,7 +282,7 @@ async def test_a_default_voice_the_bundle_lost_falls_back_to_its_first(
     hass.config_entries.async_update_entry(mock_entry, options={"voice": "retired/Neutral"})
     assert await hass.config_entries.async_setup(mock_entry.entry_id)
     (entity,) = hass.data[tts.DATA_COMPONENT].entities
-    engine = mock_entry.runtime_data.engine
+    engine = engine_of(mock_entry)
     assert entity.default_options is not None
     assert entity.default_options["voice"] == engine.default_voice
     extension, _ = await entity.async_get_tts_audio("こんにちは。", "ja", {})

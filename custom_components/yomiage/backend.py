@@ -1,0 +1,107 @@
+"""What the tts entity needs from whoever speaks: the engine here, or a Yomiage Wyoming server.
+
+Both backends hand back 16-bit mono PCM with its rate, a whole message at once or sentence by
+sentence, so the entity frames WAV the same way for both.
+"""
+
+from __future__ import annotations
+
+import io
+import wave
+from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .engine.options import SynthesisOptions
+
+PCM_WIDTH = 2  # bytes per sample
+
+
+@dataclass(frozen=True)
+class SpeechPiece:
+    """Speech for a whole message or for one sentence of a stream."""
+
+    pcm: bytes  # 16-bit little-endian mono samples
+    sample_rate: int
+    characters: int  # of the text it speaks
+    sentences: int
+    compute_s: float  # engine time here; request time for a server
+
+    @property
+    def audio_s(self) -> float:
+        return len(self.pcm) / PCM_WIDTH / self.sample_rate
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One finished request, for diagnostics."""
+
+    characters: int
+    sentences: int
+    audio_s: float
+    compute_s: float
+    streamed: bool
+
+    @classmethod
+    def of(cls, pieces: Iterable[SpeechPiece], streamed: bool) -> Timing:
+        spoken = list(pieces)
+        return cls(
+            characters=sum(piece.characters for piece in spoken),
+            sentences=sum(piece.sentences for piece in spoken),
+            audio_s=sum(piece.audio_s for piece in spoken),
+            compute_s=sum(piece.compute_s for piece in spoken),
+            streamed=streamed,
+        )
+
+
+class SpeechBackend(Protocol):
+    """Speaks Japanese; errors are the engine's ``YomiageError``s (translated by the entity)."""
+
+    @property
+    def option_names(self) -> list[str]:
+        """The tts options it honours (``voice`` at least)."""
+
+    @property
+    def state_options(self) -> Mapping[str, str]:
+        """Options whose value is the backend's state that changes the audio (the user
+        dictionary in force): the entity's defaults carry them into the cache key."""
+
+    @property
+    def voices(self) -> dict[str, list[str]]:
+        """Speaker -> styles, in the bundle's order."""
+
+    @property
+    def default_voice(self) -> str:
+        """``speaker/style`` for requests that name no voice."""
+
+    @property
+    def sample_rate(self) -> int | None:
+        """Rate of the audio it produces; None while not known yet (a server tells with audio)."""
+
+    async def async_synthesize(self, text: str, options: SynthesisOptions) -> SpeechPiece:
+        """The whole message."""
+
+    def stream(
+        self, text: AsyncIterable[str], options: SynthesisOptions
+    ) -> AsyncGenerator[SpeechPiece]:
+        """One piece per sentence, each as soon as its text has arrived and it is spoken.
+
+        Checks the options before returning, so a bad request fails before any audio is promised.
+        """
+
+    async def async_close(self) -> None:
+        """Release what it holds (sessions, connections)."""
+
+    def diagnostics(self) -> dict[str, Any]:
+        """What it runs and offers, without absolute paths or secrets."""
+
+
+def wav_file(pcm: bytes, sample_rate: int) -> bytes:
+    """A complete mono 16-bit WAV file around ``pcm``."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(PCM_WIDTH)
+        wav.setframerate(sample_rate)
+        wav.writeframes(pcm)
+    return buffer.getvalue()

@@ -1,0 +1,162 @@
+"""The engine on this machine as the speech backend: blocking engine calls in executor jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+from collections.abc import AsyncGenerator, AsyncIterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from homeassistant.core import HomeAssistant
+
+from .backend import SpeechPiece
+from .const import DOMAIN, OPTION_DICTIONARY, SUPPORTED_OPTIONS
+from .engine.options import SynthesisOptions
+from .engine.text.split import SentenceAccumulator
+from .shared_dictionary import SharedDictionary
+
+if TYPE_CHECKING:
+    from .engine.engine import Engine
+    from .engine.results import AudioChunk
+
+
+class LocalBackend:
+    """One engine (one bundle) and the user dictionary shared by every local entry."""
+
+    def __init__(self, hass: HomeAssistant, engine: Engine, dictionary: SharedDictionary) -> None:
+        self.engine = engine
+        self._hass = hass
+        self._dictionary = dictionary
+
+    @property
+    def option_names(self) -> list[str]:
+        return list(SUPPORTED_OPTIONS)
+
+    @property
+    def state_options(self) -> Mapping[str, str]:
+        """The user dictionary in force changes readings: it belongs in the cache key."""
+        return {OPTION_DICTIONARY: self._dictionary.fingerprint}
+
+    @property
+    def voices(self) -> dict[str, list[str]]:
+        return self.engine.voices
+
+    @property
+    def default_voice(self) -> str:
+        return self.engine.default_voice
+
+    @property
+    def sample_rate(self) -> int:
+        return self.engine.sample_rate
+
+    async def async_synthesize(self, text: str, options: SynthesisOptions) -> SpeechPiece:
+        return await self._hass.async_add_executor_job(self._synthesize, text, options)
+
+    def stream(
+        self, text: AsyncIterable[str], options: SynthesisOptions
+    ) -> AsyncGenerator[SpeechPiece]:
+        feed = SentenceFeed()
+        chunks = self.engine.stream_sentences(feed, options)  # checks voice and options now
+        return self._speak(text, feed, chunks)
+
+    async def async_close(self) -> None:
+        await self._hass.async_add_executor_job(self.engine.close)
+
+    def diagnostics(self) -> dict[str, Any]:
+        engine = self.engine
+        bundle = engine.bundle
+        return {
+            "backend": "local",
+            "device": engine.device,
+            "threads": engine.threads,
+            "sample_rate": engine.sample_rate,
+            "default_voice": engine.default_voice,
+            "bert_graph": bundle.relative(bundle.bert_q8),
+            "has_fp32_bert": bundle.bert_fp32 is not None,
+            "speakers": {
+                name: {
+                    "styles": list(files.config.styles),
+                    "synthesizer": bundle.relative(files.synthesizer),
+                    "has_duration_predictor": files.duration_predictor is not None,
+                }
+                for name, files in bundle.speakers.items()
+            },
+            "user_dictionary_fingerprint": self._dictionary.fingerprint,
+        }
+
+    def _synthesize(self, text: str, options: SynthesisOptions) -> SpeechPiece:
+        synthesis = self.engine.synthesize(text, options)
+        return SpeechPiece(
+            pcm=synthesis.audio.astype("<i2").tobytes(),
+            sample_rate=synthesis.sample_rate,
+            characters=len(text),
+            sentences=len(synthesis.sentences),
+            compute_s=synthesis.compute_s,
+        )
+
+    async def _speak(
+        self, text: AsyncIterable[str], feed: SentenceFeed, chunks: Iterator[AudioChunk]
+    ) -> AsyncGenerator[SpeechPiece]:
+        feeder = self._hass.async_create_background_task(
+            _feed_sentences(text, feed), f"{DOMAIN} sentence feed"
+        )
+        try:
+            while (chunk := await self._next_chunk(chunks)) is not None:
+                yield _piece(chunk)
+            await feeder  # a failing message generator fails the request too
+        finally:
+            feed.close()  # lets the engine's generator end if we stopped early
+            _settle(feeder)
+
+    async def _next_chunk(self, chunks: Iterator[AudioChunk]) -> AudioChunk | None:
+        return await self._hass.async_add_executor_job(next, chunks, None)
+
+
+class SentenceFeed:
+    """Complete sentences handed from the event loop to the engine's thread, which waits on them."""
+
+    _END = None
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+
+    def put(self, sentence: str) -> None:
+        self._queue.put(sentence)
+
+    def close(self) -> None:
+        self._queue.put(self._END)
+
+    def __iter__(self) -> Iterator[str]:
+        while (sentence := self._queue.get()) is not self._END:
+            yield sentence
+
+
+async def _feed_sentences(text: AsyncIterable[str], feed: SentenceFeed) -> None:
+    """Cut the incoming text into sentences; each goes to the engine as soon as it is complete."""
+    accumulator = SentenceAccumulator()
+    try:
+        async for piece in text:
+            for sentence in accumulator.feed(piece):
+                feed.put(sentence)
+        for sentence in accumulator.flush():
+            feed.put(sentence)
+    finally:
+        feed.close()
+
+
+def _settle(task: asyncio.Task[None]) -> None:
+    """Stop the feeder, or take its error: the request has already failed for another reason."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()
+
+
+def _piece(chunk: AudioChunk) -> SpeechPiece:
+    return SpeechPiece(
+        pcm=chunk.pcm.astype("<i2").tobytes(),
+        sample_rate=chunk.sample_rate,
+        characters=len(chunk.text),
+        sentences=1,
+        compute_s=chunk.compute_s,
+    )

@@ -1,0 +1,268 @@
+"""A Yomiage Wyoming server as the speech backend: for machines where the engine cannot run.
+
+Home Assistant OS cannot install onnxruntime, but the Yomiage add-on (or ``yomiage serve`` on
+another machine) can; this client speaks the Wyoming protocol to it with the ``wyoming`` library:
+
+- ``describe`` → ``info``: the server's voices (``speaker/style``, Japanese).
+- ``synthesize`` {text, voice} → ``audio-start``, ``audio-chunk``…, ``audio-stop``.
+- ``synthesize-start`` {voice}, ``synthesize-chunk`` {text}…, ``synthesize-stop`` → per sentence
+  ``audio-start`` … ``audio-stop``, then ``synthesize-stopped``.
+- ``error`` {text, code}: the code is the engine's error key when the engine refused the request.
+
+One connection per request, as Home Assistant's own Wyoming client does: a request never waits
+behind another's unread audio, and a server restart costs nothing but the request it cut.
+Wyoming requests carry only text and voice, so the server's own settings decide speed and the
+other synthesis options.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from wyoming.client import AsyncTcpClient
+from wyoming.event import Event
+from wyoming.info import Describe
+from wyoming.tts import Synthesize, SynthesizeVoice
+
+from .backend import SpeechPiece
+from .const import CONF_VOICE
+from .engine.errors import UnknownVoiceError, YomiageError
+from .engine.options import SynthesisOptions
+from .engine.text.split import split_sentences
+
+CONNECT_TIMEOUT_S: Final = 10.0
+# Between two events of an answer: one long sentence on a slow machine, or text still arriving.
+EVENT_TIMEOUT_S: Final = 120.0
+PROGRAM: Final = "yomiage"  # the tts program name a Yomiage server describes itself with
+LANGUAGE: Final = "ja"
+# Error codes of the server that are the engine's own error keys: translated like local errors.
+ENGINE_ERROR_CODES: Final = frozenset(
+    {
+        "engine_error",
+        "invalid_text",
+        "unknown_voice",
+        "invalid_option",
+        "bundle_error",
+        "device_unavailable",
+        "user_dictionary_error",
+    }
+)
+
+
+class ServerUnreachableError(YomiageError):
+    """No connection, a timeout, or the server hung up mid-answer."""
+
+    translation_key = "server_unreachable"
+
+
+class NotYomiageServerError(YomiageError):
+    """Something answers Wyoming there, but it offers no Yomiage voices."""
+
+    translation_key = "not_yomiage_server"
+
+
+class ServerError(YomiageError):
+    """The server refused the request; ``translation_key`` follows its error code."""
+
+    translation_key = "server_error"
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+        if code in ENGINE_ERROR_CODES:
+            self.translation_key = code
+
+
+@dataclass
+class WyomingBackend:
+    """The voices of one Yomiage Wyoming server at ``host``:``port``."""
+
+    host: str
+    port: int
+    voices: dict[str, list[str]]
+    version: str | None = None
+    sample_rate: int | None = None  # learnt from the first audio
+    option_names: list[str] = field(default_factory=lambda: [CONF_VOICE])
+    state_options: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    async def async_connect(cls, host: str, port: int) -> WyomingBackend:
+        """Ask the server what it offers; raises ServerUnreachableError, NotYomiageServerError."""
+        async with _connection(host, port) as client:
+            await client.write_event(Describe().event())
+            info = await _next_of(client, "info")
+        program = _yomiage_program(info.data, f"{host}:{port}")
+        return cls(host, port, _voices(program), version=program.get("version"))
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def default_voice(self) -> str:
+        speaker, styles = next(iter(self.voices.items()))
+        return f"{speaker}/{styles[0]}"
+
+    async def async_synthesize(self, text: str, options: SynthesisOptions) -> SpeechPiece:
+        voice = self._checked_voice(options)
+        started = time.monotonic()
+        async with _connection(self.host, self.port) as client:
+            request = Synthesize(text=text, voice=SynthesizeVoice(name=voice))
+            await client.write_event(request.event())
+            rate, pcm = await self._audio(client)
+        return SpeechPiece(
+            pcm=pcm,
+            sample_rate=rate,
+            characters=len(text),
+            sentences=len(split_sentences(text)),
+            compute_s=time.monotonic() - started,
+        )
+
+    def stream(
+        self, text: AsyncIterable[str], options: SynthesisOptions
+    ) -> AsyncGenerator[SpeechPiece]:
+        return self._stream(text, self._checked_voice(options))
+
+    async def async_close(self) -> None:
+        """Nothing to release: every request has its own connection."""
+
+    def diagnostics(self) -> dict[str, Any]:
+        return {
+            "backend": "wyoming",
+            "server_version": self.version,
+            "sample_rate": self.sample_rate,
+            "default_voice": self.default_voice,
+            "voices": self.voices,
+        }
+
+    # -- internals -------------------------------------------------------------------------------
+    def _checked_voice(self, options: SynthesisOptions) -> str:
+        """``speaker/style`` to ask for; unknown voices fail here, before any connection."""
+        voice = options.voice or self.default_voice
+        speaker, _, style = voice.partition("/")
+        styles = self.voices.get(speaker)
+        if styles is None:
+            raise UnknownVoiceError(f"the server has no speaker {speaker!r}")
+        if style and style not in styles:
+            raise UnknownVoiceError(f"speaker {speaker!r} has no style {style!r} on the server")
+        return f"{speaker}/{style or styles[0]}"
+
+    async def _stream(self, text: AsyncIterable[str], voice: str) -> AsyncGenerator[SpeechPiece]:
+        async with _connection(self.host, self.port) as client:
+            start = Event(type="synthesize-start", data={"voice": {"name": voice}})
+            await client.write_event(start)
+            sender = asyncio.create_task(_send_text(client, text))
+            try:
+                async for piece in self._sentences(client):
+                    yield piece
+                await sender  # a failing text source fails the request too
+            finally:
+                if not sender.done():
+                    sender.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await sender  # its error, if any, has been raised above or is moot now
+
+    async def _sentences(self, client: AsyncTcpClient) -> AsyncIterator[SpeechPiece]:
+        """Each sentence's audio as the server sends it, until ``synthesize-stopped``."""
+        started = time.monotonic()
+        while True:
+            event = await _next_of(client, "audio-start", "synthesize-stopped")
+            if event.type == "synthesize-stopped":
+                return
+            rate, pcm = await self._audio(client, event)
+            now = time.monotonic()
+            yield SpeechPiece(pcm, rate, characters=0, sentences=1, compute_s=now - started)
+            started = now
+
+    async def _audio(self, client: AsyncTcpClient, start: Event | None = None) -> tuple[int, bytes]:
+        """(rate, PCM) of one ``audio-start`` … ``audio-stop`` answer."""
+        if start is None:
+            start = await _next_of(client, "audio-start")
+        rate = _rate(start)
+        self.sample_rate = rate
+        pcm = bytearray()
+        while (event := await _next_of(client, "audio-chunk", "audio-stop")).type != "audio-stop":
+            pcm += event.payload or b""
+        return rate, bytes(pcm)
+
+
+async def _send_text(client: AsyncTcpClient, text: AsyncIterable[str]) -> None:
+    async for piece in text:
+        if piece:
+            await client.write_event(Event(type="synthesize-chunk", data={"text": piece}))
+    await client.write_event(Event(type="synthesize-stop"))
+
+
+@asynccontextmanager
+async def _connection(host: str, port: int) -> AsyncIterator[AsyncTcpClient]:
+    client = AsyncTcpClient(host, port)
+    try:
+        async with asyncio.timeout(CONNECT_TIMEOUT_S):
+            await client.connect()
+    except (OSError, TimeoutError) as err:
+        raise ServerUnreachableError(f"cannot connect to {host}:{port} ({_reason(err)})") from err
+    try:
+        yield client
+    except OSError as err:  # writing to a server that went away
+        problem = f"lost the connection to {host}:{port} ({_reason(err)})"
+        raise ServerUnreachableError(problem) from err
+    finally:
+        with contextlib.suppress(OSError):
+            await client.disconnect()
+
+
+async def _next_of(client: AsyncTcpClient, *types: str) -> Event:
+    """The next event of one of ``types`` (others are skipped); ``error`` raises ServerError."""
+    while True:
+        try:
+            async with asyncio.timeout(EVENT_TIMEOUT_S):
+                event = await client.read_event()
+        except TimeoutError:
+            raise ServerUnreachableError(
+                f"no answer within {EVENT_TIMEOUT_S:g} s (waiting for {' or '.join(types)})"
+            ) from None
+        if event is None:
+            raise ServerUnreachableError("the server closed the connection")
+        if event.type == "error":
+            raise ServerError(str(event.data.get("text") or "error"), str(event.data.get("code")))
+        if event.type in types:
+            return event
+
+
+def _yomiage_program(info: Mapping[str, Any], address: str) -> Mapping[str, Any]:
+    for program in info.get("tts") or []:
+        if isinstance(program, Mapping) and program.get("name") == PROGRAM:
+            return program
+    names = [str(p.get("name")) for p in info.get("tts") or [] if isinstance(p, Mapping)]
+    offered = ", ".join(names) or "no text-to-speech program"
+    raise NotYomiageServerError(f"{address} offers {offered}, not {PROGRAM}")
+
+
+def _voices(program: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Speaker -> styles from the server's ``speaker/style`` voice names (Japanese ones)."""
+    voices: dict[str, list[str]] = {}
+    for voice in program.get("voices") or []:
+        name = str(voice.get("name") or "")
+        speaker, _, style = name.partition("/")
+        if speaker and style and LANGUAGE in (voice.get("languages") or []):
+            voices.setdefault(speaker, []).append(style)
+    if not voices:
+        raise NotYomiageServerError("the Yomiage server offers no voices")
+    return voices
+
+
+def _rate(start: Event) -> int:
+    rate = start.data.get("rate")
+    if not isinstance(rate, int) or rate <= 0:
+        raise ServerError(f"audio-start without a sample rate: {start.data}", "malformed_event")
+    return rate
+
+
+def _reason(err: BaseException) -> str:
+    return str(err) or type(err).__name__

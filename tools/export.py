@@ -122,14 +122,16 @@ def example_inputs(
     """Plausible graph inputs (blank-interleaved JP phones, default scalars) for tracing/tests."""
     generator = torch.Generator().manual_seed(seed)
     phones = torch.randint(1, N_SYMBOLS, (1, n_phones), generator=generator)
-    phones[:, ::2] = 0  # blanks between phones, as add_blank produces
     tones = JP_TONE_START + torch.randint(0, 2, (1, n_phones), generator=generator)
+    languages = torch.full((1, n_phones), JP_LANGUAGE_ID)
+    for values in (phones, tones, languages):
+        values[:, ::2] = 0  # add_blank's blanks: phone, tone and language all 0
     return {
         "x": phones,
         "x_lengths": torch.tensor([n_phones]),
         "sid": torch.tensor([0]),
         "tone": tones,
-        "language": torch.full((1, n_phones), JP_LANGUAGE_ID),
+        "language": languages,
         "bert": torch.randn(1, bert_dim, n_phones, generator=generator),
         "style_vec": torch.randn(1, STYLE_DIM, generator=generator),
         "noise_scale": torch.tensor([0.6]),

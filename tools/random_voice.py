@@ -3,9 +3,9 @@
 Weights come from numpy's PCG64 generator (stable across numpy and torch versions), so a seed
 always gives the same voice. Two calibrations follow the random draw:
 
-* durations: the output bias of both duration predictors is shifted so that a typical sequence
-  gets ``TARGET_FRAMES_PER_PHONE`` frames per phone slot (blanks included) with the engine's
-  default settings, a speaking rate of ``TARGET_MORAE_PER_SECOND`` (uncalibrated random voices
+* durations: the output bias of both duration predictors is shifted so that pseudo-Japanese
+  sentences (tools/pseudo_text.py, shaped like the engine's inputs) are spoken at
+  ``TARGET_MORAE_PER_SECOND`` with the engine's default settings (uncalibrated random voices
   speak ~2.4x too fast);
 * loudness: the decoder's last convolution is scaled so that the signal before the final tanh
   has a standard deviation of ``TARGET_LOUDNESS`` (no clipping, clearly audible).
@@ -24,36 +24,31 @@ from torch import nn
 
 from .model import ModelConfig, SynthesizerTrn, parse_config, save_checkpoint
 from .model.attention import RelativeSelfAttention
-from .model.config import N_SYMBOLS, STYLE_DIM
+from .model.config import STYLE_DIM
 from .model.flows import ElementwiseAffine
 from .model.layers import ChannelLayerNorm
 from .presets import HOP_LENGTH, SAMPLING_RATE, VoicePreset
+from .pseudo_text import pseudo_sentence
 
 TARGET_MORAE_PER_SECOND = 7.5
-# Phone slots per mora in SBV2 JP-Extra sequences: phones (1.73 per mora, pyopenjtalk on the
-# 88 sentences of tools/peer/g2p_corpus.txt) and punctuation, doubled by the interleaved blanks.
-SLOTS_PER_MORA = 3.7
-FRAMES_PER_SECOND = SAMPLING_RATE / HOP_LENGTH
-TARGET_FRAMES_PER_PHONE = FRAMES_PER_SECOND / (TARGET_MORAE_PER_SECOND * SLOTS_PER_MORA)
+SECONDS_PER_FRAME = HOP_LENGTH / SAMPLING_RATE
 TARGET_LOUDNESS = 0.2
-CALIBRATION_LENGTHS = (
-    25,
-    41,
-    65,
-    97,
-    129,
-    161,
-)  # phone slots (odd: blank, phone, blank, ..., blank)
+CALIBRATION_MORAE = (5, 8, 10, 12, 13, 15, 18, 22, 27, 34)  # a pseudo-Japanese sentence each
 DEFAULT_SDP_RATIO = 0.2  # the engine's defaults (SynthesisOptions)
 DEFAULT_NOISE_W = 0.8
-JP_TONES = (6, 7)
-JP_LANGUAGE = 1
 STYLE_SCALE = 0.5  # spread of the random style vectors
 
 
-def morae_per_second(frames_per_phone: float) -> float:
-    """Speaking rate implied by a mean duration per phone slot."""
-    return FRAMES_PER_SECOND / (frames_per_phone * SLOTS_PER_MORA)
+@dataclass(frozen=True)
+class CalibrationSet:
+    """Model inputs of pseudo-Japanese sentences and how many morae they hold in total."""
+
+    inputs: list[dict[str, torch.Tensor]]
+    morae: int
+
+
+def morae_per_second(morae: int, frames: float) -> float:
+    return morae / (frames * SECONDS_PER_FRAME)
 
 
 @dataclass(frozen=True)
@@ -79,9 +74,9 @@ def random_voice(preset: VoicePreset, speaker: str, bert_dim: int, seed: int) ->
     model = SynthesizerTrn(config.net).eval()
     randomize_(model, rng)
     style_vectors = random_style_vectors(len(preset.styles), rng)
-    batch = calibration_batch(config, style_vectors[0], rng)
-    calibrate_durations_(model, batch, seed)
-    calibrate_loudness_(model, batch[:1], seed)
+    calibration = calibration_set(config.net.bert_dim, style_vectors[0], rng)
+    calibrate_durations_(model, calibration, seed)
+    calibrate_loudness_(model, calibration.inputs[:2], seed)
     return RandomVoice(config, model, style_vectors)
 
 
@@ -143,27 +138,13 @@ def _gain(name: str) -> float:
 # --- calibration --------------------------------------------------------------------------------
 
 
-def calibration_batch(
-    config: ModelConfig, style: np.ndarray, rng: np.random.Generator
-) -> list[dict[str, torch.Tensor]]:
-    """Blank-interleaved random phone sequences with random BERT features, one per length."""
-    return [_sequence(config, length, style, rng) for length in CALIBRATION_LENGTHS]
-
-
-def _sequence(
-    config: ModelConfig, length: int, style: np.ndarray, rng: np.random.Generator
-) -> dict[str, torch.Tensor]:
-    phones = rng.integers(1, N_SYMBOLS, length)
-    phones[::2] = 0
-    return {
-        "x": torch.from_numpy(phones)[None],
-        "x_lengths": torch.tensor([length]),
-        "sid": torch.tensor([0]),
-        "tone": torch.from_numpy(rng.choice(JP_TONES, length))[None],
-        "language": torch.full((1, length), JP_LANGUAGE),
-        "bert": torch.from_numpy(rng.normal(0, 1, (1, config.net.bert_dim, length))).float(),
-        "style_vec": torch.from_numpy(style)[None].float(),
-    }
+def calibration_set(bert_dim: int, style: np.ndarray, rng: np.random.Generator) -> CalibrationSet:
+    """Pseudo-Japanese sentences (see pseudo_text) as model inputs."""
+    sentences = [pseudo_sentence(rng, n) for n in CALIBRATION_MORAE]
+    return CalibrationSet(
+        inputs=[sentence.model_inputs(bert_dim, style, rng) for sentence in sentences],
+        morae=sum(sentence.morae for sentence in sentences),
+    )
 
 
 def _log_durations(
@@ -183,33 +164,38 @@ def _log_durations(
     return torch.cat(values).double().numpy()
 
 
-def mean_frames(log_durations: np.ndarray, shift: float = 0.0) -> float:
-    """Mean whole frames per phone after shifting the log durations (as the graphs ceil them)."""
-    return float(np.ceil(np.exp(log_durations + shift)).mean())
+def total_frames(log_durations: np.ndarray, shift: float = 0.0) -> float:
+    """Whole frames of all phones after shifting the log durations (as the graphs ceil them)."""
+    return float(np.ceil(np.exp(log_durations + shift)).sum())
 
 
-def duration_shift(log_durations: np.ndarray, target: float = TARGET_FRAMES_PER_PHONE) -> float:
-    """The shift of log durations that makes the mean frames per phone reach ``target``."""
-    low, high = -30.0, 30.0  # mean_frames grows monotonically with the shift
+def duration_shift(
+    log_durations: np.ndarray, morae: int, target: float = TARGET_MORAE_PER_SECOND
+) -> float:
+    """The shift of log durations at which ``morae`` are spoken at ``target`` morae per second."""
+    frames_needed = morae / target / SECONDS_PER_FRAME
+    low, high = -30.0, 30.0  # total_frames grows monotonically with the shift
     for _ in range(60):
         middle = (low + high) / 2
-        low, high = (middle, high) if mean_frames(log_durations, middle) < target else (low, middle)
+        if total_frames(log_durations, middle) < frames_needed:
+            low = middle
+        else:
+            high = middle
     return high
 
 
-def calibrate_durations_(
-    model: SynthesizerTrn, batch: list[dict[str, torch.Tensor]], seed: int = 0
-) -> None:
+def calibrate_durations_(model: SynthesizerTrn, calibration: CalibrationSet, seed: int) -> None:
     """Shift the predictors' log-duration outputs onto the target speaking rate.
 
     Each predictor is first calibrated alone (noise off); then both move by the same amount so
     that the engine's default blend hits the target too. Averaging two predictors in log space
     gives shorter durations than either alone (Jensen), so this second step is not a no-op.
     """
-    _shift_dp_(model, duration_shift(_log_durations(model, batch, sdp_ratio=0.0)))
-    _shift_sdp_(model, duration_shift(_log_durations(model, batch, sdp_ratio=1.0)))
+    batch, morae = calibration.inputs, calibration.morae
+    _shift_dp_(model, duration_shift(_log_durations(model, batch, sdp_ratio=0.0), morae))
+    _shift_sdp_(model, duration_shift(_log_durations(model, batch, sdp_ratio=1.0), morae))
     blended = _log_durations(model, batch, DEFAULT_SDP_RATIO, DEFAULT_NOISE_W, seed)
-    both = duration_shift(blended)
+    both = duration_shift(blended, morae)
     _shift_dp_(model, both)
     _shift_sdp_(model, both)
 

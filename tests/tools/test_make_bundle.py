@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 import torch
 from conftest import TINY_BUNDLE, TINY_SEED, session
-from yomiage_engine.text.symbols import JP_TONE_START, SYMBOL_TO_ID
+from yomiage_engine.text.symbols import PUNCTUATION_IDS
 
 from tools.bert_export import BERT_HIDDEN
 from tools.export import DURATION_INPUTS, SYNTHESIZER_INPUTS, example_inputs
 from tools.make_bundle import BUILD_INFO, OutputFolderError, build_bundle, main
 from tools.model import NetConfig, load_config
 from tools.presets import PRESETS
+from tools.pseudo_text import pseudo_sentence
 from tools.random_voice import RandomVoice, random_voice
 
 FRAME_SECONDS = 512 / 44100
@@ -97,70 +98,27 @@ def test_refuses_to_overwrite_a_foreign_folder(
 
 # --- speaking rate, pauses and loudness ---------------------------------------------------------
 
-CONSONANTS = (
-    "k",
-    "s",
-    "t",
-    "n",
-    "h",
-    "m",
-    "r",
-    "g",
-    "d",
-    "b",
-    "sh",
-    "ch",
-    "ts",
-    "y",
-    "w",
-    "p",
-    "z",
-)
-VOWELS = ("a", "i", "u", "e", "o")
-
-
-def japanese_like(rng: np.random.Generator, n_morae: int) -> tuple[list[int], int]:
-    """Blank-interleaved phone ids of a random mora string ending in '.', and where '.' is."""
-    phones: list[str] = []
-    for _ in range(n_morae):
-        kind = rng.random()
-        if kind < 0.72:
-            phones += [rng.choice(CONSONANTS), rng.choice(VOWELS)]
-        else:
-            phones.append(rng.choice(VOWELS) if kind < 0.9 else rng.choice(["N", "q"]))
-    ids = [0]
-    for phone in [*phones, "."]:
-        ids += [SYMBOL_TO_ID[str(phone)], 0]
-    return ids, len(ids) - 2
-
 
 def speech_stats(voice: RandomVoice, sdp_ratio: float, noise_w: float) -> tuple[float, list[float]]:
-    """Morae per second over a corpus, and the pause (seconds) of each sentence's final '.',
-    counted as the engine does: the blank before it, the '.' and its blank."""
-    rng = np.random.default_rng(2024)
+    """Morae per second over pseudo-Japanese sentences the calibration never saw, and the pause
+    (seconds) of each sentence's final mark, counted as the engine does: the blank before it,
+    the mark and its blank."""
+    rng = np.random.default_rng(2024)  # the calibration draws from the voice's own seed
     morae = frames = 0.0
     pauses = []
     torch.manual_seed(0)
-    for _ in range(8):
-        n_morae = int(rng.integers(8, 40))
-        ids, stop = japanese_like(rng, n_morae)
-        n = len(ids)
-        inputs = {
-            "x": torch.tensor([ids]),
-            "x_lengths": torch.tensor([n]),
-            "sid": torch.tensor([0]),
-            "tone": torch.from_numpy(JP_TONE_START + rng.integers(0, 2, (1, n))),
-            "language": torch.ones(1, n, dtype=torch.long),
-            "bert": torch.from_numpy(rng.normal(0, 1, (1, voice.config.net.bert_dim, n))).float(),
-            "style_vec": torch.from_numpy(voice.style_vectors[:1]),
-        }
+    for _ in range(12):
+        sentence = pseudo_sentence(rng, int(rng.integers(5, 35)))
+        inputs = sentence.model_inputs(voice.config.net.bert_dim, voice.style_vectors[0], rng)
         with torch.no_grad():
             durations = voice.model.predict_durations(
                 **inputs, noise_scale_w=noise_w, sdp_ratio=sdp_ratio
             )[0]
-        morae += n_morae
+        morae += sentence.morae
         frames += float(durations.sum())
-        pauses.append(float(durations[stop - 1 : stop + 2].sum()) * FRAME_SECONDS)
+        mark = len(sentence.phones) - 4  # ..., mark, blank, "_", blank
+        assert int(sentence.phones[mark]) in PUNCTUATION_IDS
+        pauses.append(float(durations[mark - 1 : mark + 2].sum()) * FRAME_SECONDS)
     return morae / (frames * FRAME_SECONDS), pauses
 
 

@@ -1,0 +1,434 @@
+"""A machine where the engine cannot run (its modules do not import, installing them fails): the
+integration still loads, the flow offers a Yomiage Wyoming server, and that server speaks through
+Home Assistant's real tts component.
+
+The server is the real one (``yomiage_engine.wyoming_server`` on the tiny bundle), in a process of
+its own on 127.0.0.1, as the add-on runs it. What it sends a plain ``wyoming`` client is the
+reference for what Home Assistant must get.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+import wave
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from homeassistant import config_entries
+from homeassistant.components import tts
+from homeassistant.components.tts import TTSAudioRequest
+from homeassistant.config_entries import ConfigEntryState
+from homeassistant.core import HomeAssistant
+from homeassistant.data_entry_flow import FlowResultType
+from homeassistant.exceptions import HomeAssistantError
+from homeassistant.setup import async_setup_component
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+from pytest_homeassistant_custom_component.components.diagnostics import (
+    get_diagnostics_for_config_entry,
+)
+from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
+from wyoming.client import AsyncTcpClient
+from wyoming.event import Event, async_read_event, async_write_event
+from wyoming.info import Info, TtsProgram
+from wyoming.tts import Synthesize, SynthesizeVoice
+
+from custom_components.yomiage.const import (
+    CONF_HOST,
+    CONF_PORT,
+    CONF_SOURCE,
+    CONF_VOICE,
+    DOMAIN,
+    SOURCE_OFFICIAL,
+    SOURCE_WYOMING,
+)
+from custom_components.yomiage.local_engine import NATIVE_REQUIREMENTS
+from custom_components.yomiage.tts import YomiageTTSEntity
+
+from .no_engine import Installs, block_native_modules, fake_installs
+
+HOST = "127.0.0.1"
+SAMPLE_RATE = 44100
+WAV_HEADER = 44
+THREE_SENTENCES = "今日はいい天気ですね。散歩に行きましょう！公園まで歩けますか？"
+STARTUP_TIMEOUT_S = 60.0
+_LISTENING = re.compile(r"serving \d+ voices on tcp://127\.0\.0\.1:(\d+)")
+
+
+# -- the server, as the add-on runs it -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def server_port(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """A Yomiage Wyoming server on a free loopback port (noise off: equal requests, equal audio)."""
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    command = [
+        *(sys.executable, "-m", "yomiage_engine.wyoming_server"),
+        *("--uri", f"tcp://{HOST}:0", "--bundle", str(tiny_bundle)),
+        *("--device", "cpu", "--threads", "1", "--noise", "0", "--noise-w", "0"),
+    ]
+    with log.open("w") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        yield _wait_for_port(process, log)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _wait_for_port(process: subprocess.Popen[bytes], log: Path) -> int:
+    """The port the server says it listens on (it logs that once it accepts clients)."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if match := _LISTENING.search(log.read_text()):
+            return int(match.group(1))
+        if process.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise AssertionError(f"the server did not start:\n{log.read_text()}")
+
+
+@pytest.fixture(autouse=True)
+def _loopback_sockets(socket_enabled: None) -> None:
+    """The Home Assistant plugin blocks sockets; these tests talk over 127.0.0.1 only."""
+
+
+@pytest.fixture(autouse=True)
+def _own_config_dir(hass: HomeAssistant, tmp_path: Path) -> None:
+    """A fresh config folder: Home Assistant's tts file cache must not serve earlier audio."""
+    hass.config.config_dir = str(tmp_path)
+
+
+@pytest.fixture
+def installs(hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch) -> Installs:
+    """No onnxruntime, pyopenjtalk, e2k here, and installing them fails."""
+    block_native_modules(monkeypatch)
+    return fake_installs(hass, monkeypatch)
+
+
+# -- a plain Wyoming client: the reference --------------------------------------------------------
+async def _server_pcm(port: int, text: str, voice: str) -> bytes:
+    """The audio the server sends a plain client for ``synthesize``."""
+    async with AsyncTcpClient(HOST, port) as client:
+        await client.write_event(Synthesize(text, SynthesizeVoice(name=voice)).event())
+        return await _pcm_until(client, "audio-stop")
+
+
+async def _server_stream_pcm(port: int, pieces: list[str], voice: str) -> bytes:
+    """The audio the server sends a plain client for a synthesize-start … stop stream."""
+    async with AsyncTcpClient(HOST, port) as client:
+        await client.write_event(Event("synthesize-start", {"voice": {"name": voice}}))
+        for piece in pieces:
+            await client.write_event(Event("synthesize-chunk", {"text": piece}))
+        await client.write_event(Event("synthesize-stop"))
+        return await _pcm_until(client, "synthesize-stopped")
+
+
+async def _pcm_until(client: AsyncTcpClient, last: str) -> bytes:
+    pcm = b""
+    while (event := await asyncio.wait_for(client.read_event(), 30)) is not None:
+        assert event.type != "error", event.data
+        if event.type == "audio-chunk":
+            pcm += event.payload or b""
+        if event.type == last:
+            return pcm
+    raise AssertionError("the server closed the connection")
+
+
+# -- Home Assistant side --------------------------------------------------------------------------
+async def _add_server(hass: HomeAssistant, port: int) -> MockConfigEntry:
+    """A server entry, set up (whether that works is for the caller to check)."""
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        title=f"Yomiage {HOST}",
+        unique_id=f"tcp://{HOST}:{port}",
+        data={CONF_SOURCE: SOURCE_WYOMING, CONF_HOST: HOST, CONF_PORT: port},
+        options={},
+    )
+    entry.add_to_hass(hass)
+    assert await async_setup_component(hass, "http", {})
+    await hass.config_entries.async_setup(entry.entry_id)
+    return entry
+
+
+def _entity(hass: HomeAssistant) -> YomiageTTSEntity:
+    (entity,) = hass.data[tts.DATA_COMPONENT].entities
+    assert isinstance(entity, YomiageTTSEntity)
+    return entity
+
+
+async def _audio(
+    hass: HomeAssistant, entity_id: str, message: str, options: dict[str, Any]
+) -> tuple[str, bytes]:
+    media_id = tts.generate_media_source_id(
+        hass,
+        message,
+        engine=entity_id,
+        language="ja",
+        options={tts.ATTR_PREFERRED_FORMAT: "wav", **options},
+    )
+    return await asyncio.wait_for(tts.async_get_media_source_audio(hass, media_id), 60)
+
+
+def _pcm_of(wav_bytes: bytes) -> bytes:
+    """The samples after the WAV header (Home Assistant streams: the header may say 0 frames)."""
+    with wave.open(io.BytesIO(wav_bytes)) as wav:
+        assert (wav.getframerate(), wav.getsampwidth(), wav.getnchannels()) == (SAMPLE_RATE, 2, 1)
+    return wav_bytes[WAV_HEADER:]
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+# -- the acceptance test --------------------------------------------------------------------------
+async def test_without_the_engine_the_flow_offers_a_server_that_speaks(
+    hass: HomeAssistant, installs: Installs, server_port: int
+) -> None:
+    assert await async_setup_component(hass, "http", {})
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_USER}
+    )
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"next_step_id": SOURCE_OFFICIAL}
+    )
+    assert (result["type"], result["step_id"]) == (FlowResultType.SHOW_PROGRESS, "install")
+    await hass.async_block_till_done()
+    result = await hass.config_entries.flow.async_configure(result["flow_id"])
+    assert (result["type"], result["step_id"]) == (FlowResultType.MENU, "engine_install_failed")
+    assert set(installs.attempted) == set(NATIVE_REQUIREMENTS)
+
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"next_step_id": SOURCE_WYOMING}
+    )
+    assert (result["type"], result["step_id"]) == (FlowResultType.FORM, SOURCE_WYOMING)
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {CONF_HOST: HOST, CONF_PORT: server_port}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY, result.get("errors")
+    assert result["data"] == {CONF_SOURCE: SOURCE_WYOMING, CONF_HOST: HOST, CONF_PORT: server_port}
+    await hass.async_block_till_done()
+    entry = result["result"]
+    assert entry.state is ConfigEntryState.LOADED
+
+    entity = _entity(hass)
+    voices = [voice.voice_id for voice in entity.async_get_supported_voices("ja") or []]
+    assert voices == [f"tiny-{s}/{t}" for s in "ab" for t in ("Neutral", "Happy", "Sad")]
+    assert entity.supported_options == [CONF_VOICE], "a Wyoming request carries only the voice"
+    assert entity.default_options == {CONF_VOICE: voices[0]}
+
+    # Home Assistant 2025.4 asks an entity that can stream for a stream of the one message.
+    voice = voices[-1]
+    extension, data = await _audio(hass, entity.entity_id, THREE_SENTENCES, {CONF_VOICE: voice})
+    assert extension == "wav"
+    pcm = _pcm_of(data)
+    assert any(pcm), "speech, not silence"
+    assert pcm == await _server_stream_pcm(server_port, [THREE_SENTENCES], voice)
+    # The whole-message method (older callers) asks for it in one ``synthesize``.
+    extension, data = await entity.async_get_tts_audio(THREE_SENTENCES, "ja", {CONF_VOICE: voice})
+    with wave.open(io.BytesIO(data)) as wav:
+        assert wav.getframerate() == SAMPLE_RATE
+        pcm = wav.readframes(wav.getnframes())
+    assert pcm == await _server_pcm(server_port, THREE_SENTENCES, voice)
+
+
+class _Pieces:
+    """A message generator the test feeds by hand, like an LLM writing its reply."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self.finished = False
+
+    async def generate(self) -> AsyncGenerator[str]:
+        while (piece := await self.queue.get()) is not None:
+            yield piece
+        self.finished = True
+
+
+async def test_streaming_speaks_the_first_sentence_before_the_text_ends(
+    hass: HomeAssistant, installs: Installs, server_port: int
+) -> None:
+    await _add_server(hass, server_port)
+    pieces = _Pieces()
+    response = await _entity(hass).async_stream_tts_audio(
+        TTSAudioRequest("ja", {}, pieces.generate())
+    )
+    assert response.extension == "wav"
+    audio: AsyncIterator[bytes] = response.data_gen
+    text = ["今日は", "いい天気ですね。散歩", "に行きましょう！"]
+    await pieces.queue.put(text[0])
+    await pieces.queue.put(text[1])
+
+    header = await asyncio.wait_for(anext(audio), 60)
+    assert len(header) == WAV_HEADER and header[40:44] == b"\0\0\0\0"
+    with wave.open(io.BytesIO(header)) as wav:
+        assert wav.getframerate() == SAMPLE_RATE
+    first = await asyncio.wait_for(anext(audio), 60)
+    assert not pieces.finished, "audio for sentence 1 came while the text was still arriving"
+
+    await pieces.queue.put(text[2])
+    await pieces.queue.put(None)
+    rest = [chunk async for chunk in audio]
+    assert pieces.finished
+    assert len(rest) == 1, "one chunk per sentence"
+    voice = _entity(hass).default_options[CONF_VOICE]
+    assert first + rest[0] == await _server_stream_pcm(server_port, text, voice)
+
+
+@pytest.mark.parametrize(
+    ("message", "options", "key"),
+    [
+        ("こんにちは。", {CONF_VOICE: "nobody/Neutral"}, "unknown_voice"),  # refused here
+        ("こんにちは。", {CONF_VOICE: "tiny-a/Angry"}, "unknown_voice"),
+        ("。。。", {}, "invalid_text"),  # refused by the server's engine
+    ],
+)
+async def test_refused_requests_raise_translated_errors(
+    hass: HomeAssistant,
+    installs: Installs,
+    server_port: int,
+    message: str,
+    options: dict[str, str],
+    key: str,
+) -> None:
+    await _add_server(hass, server_port)
+    entity = _entity(hass)
+    with pytest.raises(HomeAssistantError) as caught:
+        await entity.async_get_tts_audio(message, "ja", options)
+    assert (caught.value.translation_domain, caught.value.translation_key) == (DOMAIN, key)
+    assert caught.value.translation_placeholders["message"]
+    extension, data = await _audio(hass, entity.entity_id, "大丈夫です。", {})
+    assert extension == "wav" and any(_pcm_of(data)), "the next request is served"
+
+
+async def test_home_assistant_refuses_options_the_server_cannot_take(
+    hass: HomeAssistant, installs: Installs, server_port: int
+) -> None:
+    await _add_server(hass, server_port)
+    with pytest.raises(HomeAssistantError, match="Invalid options"):
+        await _audio(hass, _entity(hass).entity_id, "こんにちは。", {"speed": 2.0})
+
+
+async def test_a_server_that_is_gone(
+    hass: HomeAssistant, installs: Installs, server_port: int
+) -> None:
+    closed = _closed_port()
+    entry = await _add_server(hass, closed)
+    assert entry.state is ConfigEntryState.SETUP_RETRY
+    assert entry.reason is not None
+    assert entry.reason.startswith(f"Cannot reach the Yomiage server: cannot connect to {HOST}")
+
+    loaded = await _add_server(hass, server_port)
+    assert loaded.state is ConfigEntryState.LOADED
+    loaded.runtime_data.backend.port = closed  # the server went away after setup
+    with pytest.raises(HomeAssistantError) as caught:
+        await _entity(hass).async_get_tts_audio("こんにちは。", "ja", {})
+    assert caught.value.translation_key == "server_unreachable"
+
+
+async def test_the_flow_names_the_address_it_cannot_reach(
+    hass: HomeAssistant, installs: Installs
+) -> None:
+    closed = _closed_port()
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_USER}
+    )
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"next_step_id": SOURCE_WYOMING}
+    )
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {CONF_HOST: f" {HOST} ", CONF_PORT: closed}
+    )
+    assert (result["type"], result["errors"]) == (
+        FlowResultType.FORM,
+        {"base": "server_unreachable"},
+    )
+    assert result["description_placeholders"]["address"] == f"{HOST}:{closed}"
+    assert installs.attempted == [], "choosing the server installs nothing"
+
+
+async def _other_wyoming_server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A Wyoming server of another kind (Piper-like): answers ``describe`` with its own voices."""
+    if (event := await async_read_event(reader)) is not None and event.type == "describe":
+        program = TtsProgram(
+            name="piper",
+            description="Piper",
+            attribution=None,  # type: ignore[arg-type]
+            installed=True,
+            version="1.0",
+            voices=[],
+        )
+        await async_write_event(Info(tts=[program]).event(), writer)
+    writer.close()
+
+
+async def test_the_flow_refuses_a_wyoming_server_that_is_not_yomiage(
+    hass: HomeAssistant, installs: Installs
+) -> None:
+    other = await asyncio.start_server(_other_wyoming_server, HOST, 0)
+    port = other.sockets[0].getsockname()[1]
+    try:
+        result = await hass.config_entries.flow.async_init(
+            DOMAIN, context={"source": config_entries.SOURCE_USER}
+        )
+        result = await hass.config_entries.flow.async_configure(
+            result["flow_id"], {"next_step_id": SOURCE_WYOMING}
+        )
+        result = await hass.config_entries.flow.async_configure(
+            result["flow_id"], {CONF_HOST: HOST, CONF_PORT: port}
+        )
+    finally:
+        other.close()
+        await other.wait_closed()
+    assert result["errors"] == {"base": "not_yomiage_server"}
+    assert "piper" in result["description_placeholders"]["message"]
+
+
+async def test_options_choose_the_default_voice_only(
+    hass: HomeAssistant, installs: Installs, server_port: int
+) -> None:
+    entry = await _add_server(hass, server_port)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    assert (result["type"], result["step_id"]) == (FlowResultType.FORM, "server")
+    assert list(result["data_schema"].schema) == [CONF_VOICE]
+    assert result["description_placeholders"] == {"address": f"{HOST}:{server_port}"}
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {CONF_VOICE: "tiny-b/Happy"}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    await hass.async_block_till_done()
+    assert entry.state is ConfigEntryState.LOADED
+    entity = _entity(hass)
+    assert entity.default_options == {CONF_VOICE: "tiny-b/Happy"}
+    _, data = await _audio(hass, entity.entity_id, "こんにちは。", {})
+    expected = await _server_stream_pcm(server_port, ["こんにちは。"], "tiny-b/Happy")
+    assert _pcm_of(data) == expected
+
+
+async def test_diagnostics_of_a_server_entry(
+    hass: HomeAssistant,
+    hass_client: ClientSessionGenerator,
+    installs: Installs,
+    server_port: int,
+) -> None:
+    entry = await _add_server(hass, server_port)
+    await _entity(hass).async_get_tts_audio("こんにちは。元気です。", "ja", {})
+    assert await async_setup_component(hass, "diagnostics", {})
+    diagnostics = await get_diagnostics_for_config_entry(hass, hass_client, entry)
+    json.dumps(diagnostics)  # serialisable
+    report = diagnostics["engine"]
+    assert report["backend"] == "wyoming"
+    assert report["sample_rate"] == SAMPLE_RATE
+    assert set(report["voices"]) == {"tiny-a", "tiny-b"}
+    (request,) = report["recent_requests"]
+    assert request["sentences"] == 2 and request["audio_s"] > 0
+    assert "bundle_folder" not in diagnostics["entry"]

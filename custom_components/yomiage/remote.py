@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
@@ -39,6 +39,10 @@ from .engine.text.split import split_sentences
 CONNECT_TIMEOUT_S: Final = 10.0
 # Between two events of an answer: one long sentence on a slow machine, or text still arriving.
 EVENT_TIMEOUT_S: Final = 120.0
+SYNTHESIZE_START: Final = "synthesize-start"  # streaming text input (not in wyoming 1.5)
+SYNTHESIZE_CHUNK: Final = "synthesize-chunk"
+SYNTHESIZE_STOP: Final = "synthesize-stop"
+SYNTHESIZE_STOPPED: Final = "synthesize-stopped"
 PROGRAM: Final = "yomiage"  # the tts program name a Yomiage server describes itself with
 LANGUAGE: Final = "ja"
 # Error codes of the server that are the engine's own error keys: translated like local errors.
@@ -53,6 +57,9 @@ ENGINE_ERROR_CODES: Final = frozenset(
         "user_dictionary_error",
     }
 )
+
+
+_T = TypeVar("_T")
 
 
 class ServerUnreachableError(YomiageError):
@@ -95,14 +102,10 @@ class WyomingBackend:
     async def async_connect(cls, host: str, port: int) -> WyomingBackend:
         """Ask the server what it offers; raises ServerUnreachableError, NotYomiageServerError."""
         async with _connection(host, port) as client:
-            await client.write_event(Describe().event())
+            await _write(client, Describe().event())
             info = await _next_of(client, "info")
         program = _yomiage_program(info.data, f"{host}:{port}")
         return cls(host, port, _voices(program), version=program.get("version"))
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
 
     @property
     def default_voice(self) -> str:
@@ -114,7 +117,7 @@ class WyomingBackend:
         started = time.monotonic()
         async with _connection(self.host, self.port) as client:
             request = Synthesize(text=text, voice=SynthesizeVoice(name=voice))
-            await client.write_event(request.event())
+            await _write(client, request.event())
             rate, pcm = await self._audio(client)
         return SpeechPiece(
             pcm=pcm,
@@ -155,11 +158,11 @@ class WyomingBackend:
 
     async def _stream(self, text: AsyncIterable[str], voice: str) -> AsyncGenerator[SpeechPiece]:
         async with _connection(self.host, self.port) as client:
-            start = Event(type="synthesize-start", data={"voice": {"name": voice}})
-            await client.write_event(start)
+            start = Event(type=SYNTHESIZE_START, data={"voice": {"name": voice}})
+            await _write(client, start)
             sender = asyncio.create_task(_send_text(client, text))
             try:
-                async for piece in self._sentences(client):
+                async for piece in self._sentences(client, sender):
                     yield piece
                 await sender  # a failing text source fails the request too
             finally:
@@ -168,12 +171,15 @@ class WyomingBackend:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await sender  # its error, if any, has been raised above or is moot now
 
-    async def _sentences(self, client: AsyncTcpClient) -> AsyncIterator[SpeechPiece]:
+    async def _sentences(
+        self, client: AsyncTcpClient, sender: asyncio.Task[None]
+    ) -> AsyncIterator[SpeechPiece]:
         """Each sentence's audio as the server sends it, until ``synthesize-stopped``."""
         started = time.monotonic()
         while True:
-            event = await _next_of(client, "audio-start", "synthesize-stopped")
-            if event.type == "synthesize-stopped":
+            next_sentence = _next_of(client, "audio-start", SYNTHESIZE_STOPPED)
+            event = await _unless_failed(sender, next_sentence)
+            if event.type == SYNTHESIZE_STOPPED:
                 return
             rate, pcm = await self._audio(client, event)
             now = time.monotonic()
@@ -193,10 +199,28 @@ class WyomingBackend:
 
 
 async def _send_text(client: AsyncTcpClient, text: AsyncIterable[str]) -> None:
+    """Forward the text as it arrives (the server cuts sentences), then end the stream."""
     async for piece in text:
         if piece:
-            await client.write_event(Event(type="synthesize-chunk", data={"text": piece}))
-    await client.write_event(Event(type="synthesize-stop"))
+            await _write(client, Event(type=SYNTHESIZE_CHUNK, data={"text": piece}))
+    await _write(client, Event(type=SYNTHESIZE_STOP))
+
+
+async def _unless_failed(sender: asyncio.Task[None], read: Awaitable[_T]) -> _T:
+    """``read``'s result, unless the text source fails first: then its error. The stream is
+    dropped without ``synthesize-stop``, so the server never speaks the half sentence."""
+    reading = asyncio.ensure_future(read)
+    try:
+        if not sender.done():
+            await asyncio.wait({reading, sender}, return_when=asyncio.FIRST_COMPLETED)
+        if sender.done() and not sender.cancelled() and (error := sender.exception()) is not None:
+            raise error
+        return await reading
+    finally:
+        if not reading.done():  # the text source failed, or we were cancelled
+            reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError, YomiageError):
+                await reading
 
 
 @asynccontextmanager
@@ -209,12 +233,16 @@ async def _connection(host: str, port: int) -> AsyncIterator[AsyncTcpClient]:
         raise ServerUnreachableError(f"cannot connect to {host}:{port} ({_reason(err)})") from err
     try:
         yield client
-    except OSError as err:  # writing to a server that went away
-        problem = f"lost the connection to {host}:{port} ({_reason(err)})"
-        raise ServerUnreachableError(problem) from err
     finally:
         with contextlib.suppress(OSError):
             await client.disconnect()
+
+
+async def _write(client: AsyncTcpClient, event: Event) -> None:
+    try:
+        await client.write_event(event)
+    except OSError as err:
+        raise ServerUnreachableError(_lost(client, err)) from err
 
 
 async def _next_of(client: AsyncTcpClient, *types: str) -> Event:
@@ -227,8 +255,10 @@ async def _next_of(client: AsyncTcpClient, *types: str) -> Event:
             raise ServerUnreachableError(
                 f"no answer within {EVENT_TIMEOUT_S:g} s (waiting for {' or '.join(types)})"
             ) from None
+        except OSError as err:
+            raise ServerUnreachableError(_lost(client, err)) from err
         if event is None:
-            raise ServerUnreachableError("the server closed the connection")
+            raise ServerUnreachableError(f"{client.host}:{client.port} closed the connection")
         if event.type == "error":
             raise ServerError(str(event.data.get("text") or "error"), str(event.data.get("code")))
         if event.type in types:
@@ -262,6 +292,10 @@ def _rate(start: Event) -> int:
     if not isinstance(rate, int) or rate <= 0:
         raise ServerError(f"audio-start without a sample rate: {start.data}", "malformed_event")
     return rate
+
+
+def _lost(client: AsyncTcpClient, err: BaseException) -> str:
+    return f"lost the connection to {client.host}:{client.port} ({_reason(err)})"
 
 
 def _reason(err: BaseException) -> str:

@@ -18,7 +18,8 @@ import subprocess
 import sys
 import time
 import wave
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,10 @@ from pytest_homeassistant_custom_component.components.diagnostics import (
     get_diagnostics_for_config_entry,
 )
 from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
+from wyoming.audio import AudioStart
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event, async_read_event, async_write_event
-from wyoming.info import Info, TtsProgram
+from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 from wyoming.tts import Synthesize, SynthesizeVoice
 
 from custom_components.yomiage.const import (
@@ -284,6 +286,29 @@ async def test_streaming_speaks_the_first_sentence_before_the_text_ends(
     assert first + rest[0] == await _server_stream_pcm(server_port, text, voice)
 
 
+async def test_a_failing_message_generator_fails_the_stream(
+    hass: HomeAssistant, installs: Installs, server_port: int
+) -> None:
+    await _add_server(hass, server_port)
+    first_heard = asyncio.Event()
+
+    async def broken() -> AsyncGenerator[str]:
+        yield "最初の文です。次の"
+        await first_heard.wait()
+        raise ConnectionError("the LLM went away")
+
+    response = await _entity(hass).async_stream_tts_audio(TTSAudioRequest("ja", {}, broken()))
+    received: list[bytes] = []
+    with pytest.raises(ConnectionError, match="LLM went away"):
+        async for chunk in response.data_gen:
+            received.append(chunk)
+            if len(received) == 2:  # the header and the first sentence
+                first_heard.set()
+    voice = _entity(hass).default_options[CONF_VOICE]
+    complete = await _server_stream_pcm(server_port, ["最初の文です。"], voice)
+    assert received[1:] == [complete], "the sentence that was complete, not the half one"
+
+
 @pytest.mark.parametrize(
     ("message", "options", "key"),
     [
@@ -356,27 +381,58 @@ async def test_the_flow_names_the_address_it_cannot_reach(
     assert installs.attempted == [], "choosing the server installs nothing"
 
 
-async def _other_wyoming_server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """A Wyoming server of another kind (Piper-like): answers ``describe`` with its own voices."""
-    if (event := await async_read_event(reader)) is not None and event.type == "describe":
-        program = TtsProgram(
-            name="piper",
-            description="Piper",
-            attribution=None,  # type: ignore[arg-type]
-            installed=True,
-            version="1.0",
-            voices=[],
-        )
-        await async_write_event(Info(tts=[program]).event(), writer)
-    writer.close()
+def _fake_server(program: str) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]:
+    """A Wyoming server that describes one tts program with one Japanese voice, starts the audio
+    of a ``synthesize`` and hangs up."""
+    voice = TtsVoice(
+        name="fake/Neutral",
+        description="",
+        attribution=Attribution(name="", url=""),
+        installed=True,
+        version=None,
+        languages=["ja"],
+    )
+    info = Info(
+        tts=[
+            TtsProgram(
+                name=program,
+                description=program,
+                attribution=Attribution(name="", url=""),
+                installed=True,
+                version="1.0",
+                voices=[voice],
+            )
+        ]
+    )
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while (event := await async_read_event(reader)) is not None:
+            if event.type == "describe":
+                await async_write_event(info.event(), writer)
+            elif event.type == "synthesize":
+                await async_write_event(
+                    AudioStart(rate=SAMPLE_RATE, width=2, channels=1).event(), writer
+                )
+                break
+        writer.close()
+
+    return serve
+
+
+@asynccontextmanager
+async def _serving(program: str) -> AsyncIterator[int]:
+    server = await asyncio.start_server(_fake_server(program), HOST, 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+        await server.wait_closed()
 
 
 async def test_the_flow_refuses_a_wyoming_server_that_is_not_yomiage(
     hass: HomeAssistant, installs: Installs
 ) -> None:
-    other = await asyncio.start_server(_other_wyoming_server, HOST, 0)
-    port = other.sockets[0].getsockname()[1]
-    try:
+    async with _serving("piper") as port:
         result = await hass.config_entries.flow.async_init(
             DOMAIN, context={"source": config_entries.SOURCE_USER}
         )
@@ -386,11 +442,20 @@ async def test_the_flow_refuses_a_wyoming_server_that_is_not_yomiage(
         result = await hass.config_entries.flow.async_configure(
             result["flow_id"], {CONF_HOST: HOST, CONF_PORT: port}
         )
-    finally:
-        other.close()
-        await other.wait_closed()
     assert result["errors"] == {"base": "not_yomiage_server"}
     assert "piper" in result["description_placeholders"]["message"]
+
+
+async def test_a_server_that_hangs_up_mid_answer(hass: HomeAssistant, installs: Installs) -> None:
+    async with _serving("yomiage") as port:
+        entry = await _add_server(hass, port)
+        assert entry.state is ConfigEntryState.LOADED
+        with pytest.raises(HomeAssistantError) as caught:
+            await _entity(hass).async_get_tts_audio("こんにちは。", "ja", {})
+    assert caught.value.translation_key == "server_unreachable"
+    assert (
+        caught.value.translation_placeholders["message"] == f"{HOST}:{port} closed the connection"
+    )
 
 
 async def test_options_choose_the_default_voice_only(

@@ -5,11 +5,13 @@ almost all of the synthesis time goes. onnxruntime's CPU provider runs convoluti
 tensors in its blocked NCHWc layout with direct kernels, but 1-D ones through im2col + GEMM, so
 the same convolution written over [N, C, 1, T] is up to 1.5x faster (docs/PERFORMANCE.md).
 
-``lift_convolutions`` rewrites a published graph that way: each convolution with enough channels,
-and the element-wise glue between them (LeakyRelu, Add, Div, ...), moves to rank 4 with an
-Unsqueeze where a tensor enters the region and a Squeeze where one leaves it, so that whole
-residual blocks stay in the blocked layout. Same arithmetic, same weights (only their declared
-shape changes): outputs agree with the original to float rounding (~1e-6).
+``lift_convolutions`` rewrites a published graph that way: each convolution of the decoder's
+audio-rate part (from the first upsampling ConvTranspose on), and the element-wise glue between
+them (LeakyRelu, Add, Div, ...), moves to rank 4 with an Unsqueeze where a tensor enters the
+region and a Squeeze where one leaves it, so that whole residual blocks stay in the blocked
+layout. Frame-rate convolutions (text encoder, flow) are left alone: along a few hundred frames
+the 1-D kernels are as fast or faster. Same arithmetic, same weights (only their declared shape
+changes): outputs agree with the original to float rounding (~1e-6).
 
 runtime.py builds a session from the rewritten graph once, saves onnxruntime's own optimised form
 of it (ORT format) under ``cache_entry``, and memory-maps that file on every later load.
@@ -30,7 +32,7 @@ from .onnx_wire import Chunks, Node, Tensor
 
 _LOGGER = logging.getLogger(__name__)
 
-REWRITE_VERSION = 1  # bump when the rewrite changes: cached graphs are then rebuilt
+REWRITE_VERSION = 2  # bump when the rewrite changes: cached graphs are then rebuilt
 # Convolutions with fewer input or output channels stay 1-D (0: lift every convolution).
 DEFAULT_MIN_CHANNELS = 0
 CONVOLUTIONS = frozenset({"Conv", "ConvTranspose"})
@@ -48,8 +50,13 @@ def default_cache_dir() -> Path:
     return Path(base) / "yomiage"
 
 
-def lift_convolutions(model: memoryview, min_channels: int = DEFAULT_MIN_CHANNELS) -> Chunks | None:
-    """The encoded ModelProto with its 1-D convolutions lifted, or None if nothing is lifted."""
+def lift_convolutions(
+    model: memoryview, min_channels: int = DEFAULT_MIN_CHANNELS, audio_rate_only: bool = True
+) -> Chunks | None:
+    """The encoded ModelProto with its 1-D convolutions lifted, or None if nothing is lifted.
+
+    ``audio_rate_only``: only convolutions from the first upsampling ConvTranspose on.
+    """
     model_fields = list(wire.fields(model))
     graph_field = next((f for f in model_fields if f.number == wire.MODEL_GRAPH), None)
     if graph_field is None:
@@ -57,7 +64,7 @@ def lift_convolutions(model: memoryview, min_channels: int = DEFAULT_MIN_CHANNEL
     graph = _Graph.parse(wire.as_message(graph_field.value))
     if any(tensor.external for tensor in graph.initializers.values()):
         return None  # a copy elsewhere would lose the relative paths of its weight files
-    plan = _Plan.make(graph, min_channels)
+    plan = _Plan.make(graph, min_channels, audio_rate_only)
     if not plan.lifted:
         return None
     new_graph = _Emitter(graph, plan, _default_opset(model_fields)).encode()
@@ -70,7 +77,12 @@ def lift_convolutions(model: memoryview, min_channels: int = DEFAULT_MIN_CHANNEL
     return out
 
 
-def write_lifted(source: Path, target: Path, min_channels: int = DEFAULT_MIN_CHANNELS) -> bool:
+def write_lifted(
+    source: Path,
+    target: Path,
+    min_channels: int = DEFAULT_MIN_CHANNELS,
+    audio_rate_only: bool = True,
+) -> bool:
     """Write ``source`` with its convolutions lifted to ``target``; False if nothing to lift.
 
     Raises ``WireError`` when ``source`` is not an ONNX model this module can read.
@@ -80,7 +92,7 @@ def write_lifted(source: Path, target: Path, min_channels: int = DEFAULT_MIN_CHA
             raise wire.WireError("empty file")
         # Not closed by hand: views into it live until the rewrite is garbage; unmapped then.
         data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-    rewritten = lift_convolutions(memoryview(data), min_channels)
+    rewritten = lift_convolutions(memoryview(data), min_channels, audio_rate_only)
     if rewritten is None:
         return False
     with target.open("wb") as out:
@@ -207,10 +219,11 @@ class _Plan:
     retyped_weights: set[str]  # Conv weights whose declared shape simply gains the unit axis
 
     @classmethod
-    def make(cls, graph: _Graph, min_channels: int) -> _Plan:
+    def make(cls, graph: _Graph, min_channels: int, audio_rate_only: bool) -> _Plan:
         plan = cls(set(), set(), set())
+        in_scope = _upsampled_nodes(graph) if audio_rate_only else set(graph.nodes)
         for position, node in graph.nodes.items():
-            if _liftable(node, graph, plan.lifted_tensors, min_channels):
+            if _liftable(node, graph, plan.lifted_tensors, min_channels, position in in_scope):
                 plan._lift(position, node)
         # Backwards: glue that only feeds the region (a LeakyRelu before the first convolution)
         # joins it, so that its input enters the region once instead of twice.
@@ -246,11 +259,31 @@ class _Plan:
         return len(entering) <= 1  # never more reshapes than before
 
 
-def _liftable(node: Node, graph: _Graph, lifted: set[str], min_channels: int) -> bool:
+def _upsampled_nodes(graph: _Graph) -> set[int]:
+    """Positions of the upsampling ConvTransposes and of every node downstream of one: the
+    decoder's audio-rate part. Frame-rate convolutions (text encoder, flow) are short along
+    time; there the 1-D kernels are as fast or faster (docs/PERFORMANCE.md)."""
+    found: set[int] = set()
+    upsampled: set[str] = set()
+    for position, node in graph.nodes.items():
+        if _is_upsampling(node) or any(name in upsampled for name in node.inputs):
+            found.add(position)
+            upsampled.update(node.outputs)
+    return found
+
+
+def _is_upsampling(node: Node) -> bool:
+    strides = node.attribute("strides")
+    return node.op_type == "ConvTranspose" and strides is not None and max(strides.ints) > 1
+
+
+def _liftable(
+    node: Node, graph: _Graph, lifted: set[str], min_channels: int, in_scope: bool
+) -> bool:
     if node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
         return False
     if node.op_type in CONVOLUTIONS:
-        return _is_wide_1d_convolution(node, graph, min_channels)
+        return in_scope and _is_wide_1d_convolution(node, graph, min_channels)
     if node.op_type not in ELEMENTWISE or graph.ranks.get(node.outputs[0]) != 3:
         return False
     inputs = [name for name in node.inputs if name]

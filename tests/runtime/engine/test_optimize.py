@@ -25,30 +25,39 @@ TOLERANCE = 1e-5  # the contract: rewritten graphs agree with the original to fl
 
 
 def residual_model(opset: int = 17, weight_also_output: bool = False) -> bytes:
-    """A decoder-like block: LeakyRelu -> Conv -> residual Add -> Div -> mask -> ConvTranspose.
+    """A decoder-like graph: Conv at frame rate -> ConvTranspose (x2) -> LeakyRelu -> Conv ->
+    residual Add -> Div -> mask -> Conv (to half the channels) -> Tanh.
 
     ``s`` (the residual sum) is also read by a ReduceMean that is not lifted, so it must leave
     the rank-4 region through a Squeeze; ``mask`` is a rank-3 input that must be unsqueezed.
     """
     rng = np.random.default_rng(0)
+
+    def weight(*shape: int) -> NDArray[np.float32]:
+        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+
     b = ModelBuilder(opset)
     x = b.input("x", [1, CHANNELS, "T"])
-    mask = b.input("mask", [1, 1, "T"])
-    w1 = b.weight("w1", rng.standard_normal((CHANNELS, CHANNELS, 3)).astype(np.float32) * 0.2)
-    bias = b.weight("b1", rng.standard_normal(CHANNELS).astype(np.float32))
-    a = b.node("LeakyRelu", [x], "a", float_attribute("alpha", 0.1))
+    mask = b.input("mask", [1, 1, "T2"])
+    pre = b.node(
+        "Conv", [x, b.weight("w0", weight(CHANNELS, CHANNELS, 3))], "pre", *conv_attributes(3)
+    )
+    wt = b.weight("wt", weight(CHANNELS, CHANNELS, 4))
+    up = b.node("ConvTranspose", [pre, wt], "up", *conv_attributes(4, stride=2, pad=1))
+    a = b.node("LeakyRelu", [up], "a", float_attribute("alpha", 0.1))
+    w1 = b.weight("w1", weight(CHANNELS, CHANNELS, 3))
+    bias = b.weight("b1", weight(CHANNELS))
     c1 = b.node("Conv", [a, w1, bias], "c1", *conv_attributes(3, dilation=2))
-    s = b.node("Add", [x, c1], "s")
+    s = b.node("Add", [up, c1], "s")
     d = b.node("Div", [s, b.weight("two", np.array(2.0, dtype=np.float32))], "d")
     m = b.node("Mul", [d, mask], "m")
-    wt = b.weight("wt", rng.standard_normal((CHANNELS, CHANNELS // 2, 4)).astype(np.float32) * 0.2)
-    up = b.node("ConvTranspose", [m, wt], "up", *conv_attributes(4, stride=2, pad=1))
-    b.node("Tanh", [up], "y")
-    b.node(
-        "ReduceMean", [s], "mean", wire.ints_attribute("axes", [1]), int_attribute("keepdims", 1)
-    )
+    w2 = b.weight("w2", weight(CHANNELS // 2, CHANNELS, 3))
+    post = b.node("Conv", [m, w2], "post", *conv_attributes(3))
+    b.node("Tanh", [post], "y")
+    keepdims = int_attribute("keepdims", 1)
+    b.node("ReduceMean", [s], "mean", wire.ints_attribute("axes", [1]), keepdims)
     b.output("y", [1, CHANNELS // 2, "T2"])
-    b.output("mean", [1, 1, "T"])
+    b.output("mean", [1, 1, "T2"])
     if weight_also_output:
         b.node("Identity", [w1], "w1_copy")
         b.output("w1_copy", [CHANNELS, CHANNELS, 3])
@@ -65,13 +74,13 @@ def run(model: bytes | Path, feeds: dict[str, NDArray[np.float32]]) -> list[NDAr
 
 def residual_feeds(frames: int) -> dict[str, NDArray[np.float32]]:
     rng = np.random.default_rng(frames)
-    mask = np.ones((1, 1, frames), dtype=np.float32)
-    mask[..., frames // 2 :] = 0
+    mask = np.ones((1, 1, 2 * frames), dtype=np.float32)
+    mask[..., frames:] = 0
     return {"x": rng.standard_normal((1, CHANNELS, frames)).astype(np.float32), "mask": mask}
 
 
-def lifted(model: bytes, min_channels: int = 0) -> bytes:
-    chunks = lift_convolutions(memoryview(model), min_channels)
+def lifted(model: bytes, min_channels: int = 0, audio_rate_only: bool = True) -> bytes:
+    chunks = lift_convolutions(memoryview(model), min_channels, audio_rate_only)
     assert chunks is not None
     return b"".join(bytes(part) for part in chunks.parts)
 
@@ -106,21 +115,42 @@ def test_lifted_graph_gives_the_same_outputs(opset: int, frames: int) -> None:
         np.testing.assert_allclose(after, before, atol=TOLERANCE, rtol=0)
 
 
-def test_convolutions_become_2d_and_region_edges_get_one_reshape_each() -> None:
+def test_audio_rate_convolutions_become_2d_with_one_reshape_per_region_edge() -> None:
     rewritten = lifted(residual_model())
-    assert kernel_ranks(rewritten) == [2, 2]
+    # The frame-rate Conv before the upsampling stays 1-D; everything from the ConvTranspose on
+    # is lifted.
+    assert kernel_ranks(rewritten) == [1, 2, 2, 2]
     ops = [node.op_type for node in nodes_of(rewritten)]
-    # x enters once although LeakyRelu and Add both read it; mask enters for the Mul.
+    # pre enters once although the ConvTranspose is its only reader; mask enters for the Mul.
     assert ops.count("Unsqueeze") == 2
     # y leaves as a graph output, s for the ReduceMean that stays at rank 3.
     assert ops.count("Squeeze") == 2
     assert ops.count("ReduceMean") == 1
 
 
+def test_every_convolution_lifts_when_not_limited_to_audio_rate() -> None:
+    original = residual_model()
+    rewritten = lifted(original, audio_rate_only=False)
+    assert kernel_ranks(rewritten) == [2, 2, 2, 2]
+    feeds = residual_feeds(11)
+    for before, after in zip(run(original, feeds), run(rewritten, feeds), strict=True):
+        np.testing.assert_allclose(after, before, atol=TOLERANCE, rtol=0)
+
+
 def test_narrow_convolutions_stay_1d_below_min_channels() -> None:
     assert lift_convolutions(memoryview(residual_model()), min_channels=CHANNELS + 1) is None
-    # ConvTranspose here has 8 output channels: with a threshold of 16 only the Conv lifts.
-    assert kernel_ranks(lifted(residual_model(), min_channels=CHANNELS)) == [2, 1]
+    # The last Conv has 8 output channels: with a threshold of 16 it stays 1-D.
+    assert kernel_ranks(lifted(residual_model(), min_channels=CHANNELS)) == [1, 2, 2, 1]
+
+
+def test_graph_without_upsampling_is_left_alone() -> None:
+    b = ModelBuilder()
+    x = b.input("x", [1, CHANNELS, "T"])
+    weight = np.ones((CHANNELS, CHANNELS, 3), dtype=np.float32)
+    b.node("Conv", [x, b.weight("w", weight)], "y", *conv_attributes(3))
+    b.output("y", [1, CHANNELS, "T"])
+    assert lift_convolutions(memoryview(b.encode())) is None
+    assert lift_convolutions(memoryview(b.encode()), audio_rate_only=False) is not None
 
 
 def test_weight_read_elsewhere_keeps_its_shape_and_is_unsqueezed() -> None:
@@ -139,7 +169,7 @@ def test_graph_with_external_weights_is_left_alone() -> None:
     weight = np.zeros((CHANNELS, CHANNELS, 3), dtype=np.float32)
     b.node("Conv", [x, b.weight("w", weight, external="weights.bin")], "y", *conv_attributes(3))
     b.output("y", [1, CHANNELS, "T"])
-    assert lift_convolutions(memoryview(b.encode())) is None
+    assert lift_convolutions(memoryview(b.encode()), audio_rate_only=False) is None
 
 
 # -- the session cache (runtime.py) ----------------------------------------------------------------
@@ -278,13 +308,16 @@ def synthesizer_feeds(session: ort.InferenceSession, phones: int) -> dict[str, N
     return {name: value for name, value in feeds.items() if name in names}
 
 
-@pytest.mark.parametrize("graph", ["synthesizer.onnx", "duration_predictor.onnx"])
+@pytest.mark.parametrize(
+    ("graph", "audio_rate_only"),
+    [("synthesizer.onnx", True), ("duration_predictor.onnx", False)],
+)
 def test_tiny_bundle_graphs_agree_after_the_rewrite(
-    tiny_bundle: Path, tmp_path: Path, graph: str
+    tiny_bundle: Path, tmp_path: Path, graph: str, audio_rate_only: bool
 ) -> None:
     source = next((tiny_bundle / "onnx" / "speakers").iterdir()) / graph
     rewritten = tmp_path / graph
-    assert write_lifted(source, rewritten)
+    assert write_lifted(source, rewritten, audio_rate_only=audio_rate_only)
     assert 2 in kernel_ranks(rewritten.read_bytes())
     plain = SessionFactory(threads=1, use_cache=False)
     before, after = plain.create(source), plain.create(rewritten)
@@ -294,6 +327,11 @@ def test_tiny_bundle_graphs_agree_after_the_rewrite(
         (got,) = after.run(None, feeds)
         assert got.shape == expected.shape
         np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=0)
+
+
+def test_duration_predictor_has_no_audio_rate_part(tiny_bundle: Path, tmp_path: Path) -> None:
+    source = next((tiny_bundle / "onnx" / "speakers").iterdir()) / "duration_predictor.onnx"
+    assert not write_lifted(source, tmp_path / "lifted.onnx")
 
 
 def test_engine_speaks_the_same_with_and_without_the_cache(

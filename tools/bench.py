@@ -469,7 +469,7 @@ def bundle_for(quick: bool, explicit: Path | None, out: Path) -> Path:
 def _built(preset: str, folder: Path) -> Path:
     from tools.make_bundle import ensure_bundle  # torch: only when a bundle must be built
 
-    _progress(f"building the {preset} bundle in {folder} (once)")
+    _progress(f"{preset} bundle: {folder} (built first if missing or stale)")
     return ensure_bundle(preset, folder)
 
 

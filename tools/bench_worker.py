@@ -12,12 +12,13 @@ stdout carries only answers. Runs under the venv of the engine it measures (.ven
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -31,7 +32,7 @@ class Engine(Protocol):
     def synthesize(self, text: str) -> int:
         """Samples of the whole text."""
 
-    def stream(self, text: str) -> Iterator[int]:
+    def stream(self, text: str) -> Generator[int, None, None]:
         """Samples of each piece as it is ready."""
 
 
@@ -60,9 +61,10 @@ class Yomiage:
     def synthesize(self, text: str) -> int:
         return int(self.engine.synthesize(text, self.options).audio.shape[0])
 
-    def stream(self, text: str) -> Iterator[int]:
-        for chunk in self.engine.stream(text, self.options):
-            yield int(chunk.pcm.shape[0])
+    def stream(self, text: str) -> Generator[int, None, None]:
+        with contextlib.closing(self.engine.stream(text, self.options)) as chunks:
+            for chunk in chunks:
+                yield int(chunk.pcm.shape[0])
 
 
 class Hayakoe:
@@ -79,9 +81,10 @@ class Hayakoe:
     def synthesize(self, text: str) -> int:
         return len(self.speaker.generate(text, style=self.style).data)
 
-    def stream(self, text: str) -> Iterator[int]:
-        for piece in self.speaker.stream(text, style=self.style):
-            yield len(piece.data)
+    def stream(self, text: str) -> Generator[int, None, None]:
+        with contextlib.closing(self.speaker.stream(text, style=self.style)) as pieces:
+            for piece in pieces:
+                yield len(piece.data)
 
 
 IMPLEMENTATIONS: dict[str, Callable[[Path, str], Engine]] = {
@@ -102,17 +105,12 @@ def timed_synthesis(engine: Engine, text: str) -> dict[str, float]:
 
 
 def timed_stream(engine: Engine, text: str) -> dict[str, float]:
-    """Seconds until the first piece of audio, and until the last."""
+    """Seconds until the first piece of audio; the rest is not synthesised (timed_synthesis
+    measures the whole), which keeps a benchmark run short."""
     started = time.perf_counter()
-    pieces = engine.stream(text)
-    first = next(pieces)
-    first_audio_s = time.perf_counter() - started
-    samples = first + sum(pieces)
-    return {
-        "first_audio_s": first_audio_s,
-        "total_s": time.perf_counter() - started,
-        "audio_s": samples / engine.rate,
-    }
+    with contextlib.closing(engine.stream(text)) as pieces:
+        samples = next(pieces)
+    return {"first_audio_s": time.perf_counter() - started, "first_piece_s": samples / engine.rate}
 
 
 class Worker:

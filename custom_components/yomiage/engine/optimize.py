@@ -102,15 +102,17 @@ def write_lifted(
 
 
 # -- cache entries -------------------------------------------------------------------------------
-def cache_entry(source: Path, folder: Path, settings: str, suffix: str) -> Path:
-    """Where the prepared form of ``source`` lives: named after the source's path, and versioned
-    by its size, mtime and ``settings`` (everything else the prepared file depends on)."""
+def cache_entry(source: Path, folder: Path, settings: str, suffix: str, label: str = "") -> Path:
+    """Where a prepared form of ``source`` lives: named after the source's path (and ``label``,
+    for several files made from one source), versioned by its size, mtime and ``settings``
+    (everything else the prepared file depends on)."""
     resolved = source.resolve()
     stat = resolved.stat()
     identity = f"{stat.st_size}|{stat.st_mtime_ns}|{settings}"
     place = hashlib.sha256(str(resolved).encode()).hexdigest()[:10]
     version = hashlib.sha256(identity.encode()).hexdigest()[:10]
-    return folder / f"{resolved.stem}-{place}-{version}{suffix}"
+    name = f"{resolved.stem}.{label}" if label else resolved.stem
+    return folder / f"{name}-{place}-{version}{suffix}"
 
 
 def install_entry(built: Path, entry: Path) -> None:

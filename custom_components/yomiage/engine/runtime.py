@@ -10,6 +10,7 @@ as published instead.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import platform
@@ -20,6 +21,7 @@ from pathlib import Path
 import onnxruntime as ort
 
 from . import cuda_probe, optimize
+from .decoder_graph import DecoderShape, DecoderSplit, read_split
 from .errors import BundleError, DeviceUnavailableError
 from .onnx_wire import WireError
 
@@ -75,6 +77,16 @@ def _cuda_problem() -> str | None:
     return cuda_probe.cuda_problem()
 
 
+@dataclass(frozen=True)
+class SplitSessions:
+    """A synthesizer cut in front of its decoder (decoder_graph.py)."""
+
+    front: ort.InferenceSession  # the synthesizer's inputs -> ``boundary``
+    decoder: ort.InferenceSession  # ``boundary`` (time-sliceable) -> audio
+    boundary: tuple[str, ...]
+    shape: DecoderShape
+
+
 def _cache_enabled() -> bool:
     return os.environ.get("YOMIAGE_GRAPH_CACHE", "1") != "0"
 
@@ -120,6 +132,59 @@ class SessionFactory:
         options.add_session_config_entry("session.disable_prepacking", "1")
         return options
 
+    def create_split(self, path: Path) -> SplitSessions | None:
+        """Front and decoder sessions of a synthesizer, for chunked decoding; None when the
+        graph has no clean decoder tail, off the CPU, or without the graph cache."""
+        if self.device != "cpu" or not self.use_cache or not path.is_file():
+            return None
+        folder = self._cache_folder()
+        try:
+            meta = optimize.cache_entry(path, folder, _prepared_settings(), ".json", "split")
+            if not meta.is_file():
+                folder.mkdir(parents=True, exist_ok=True)
+                self._prepare_split(path, meta)
+            described = json.loads(meta.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            _LOGGER.warning("Graph cache unusable (%s); %s stays whole", err, path)
+            return None
+        if not described["boundary"]:
+            return None
+        try:
+            front, decoder = (
+                self._open(self._part_entry(path, part), self.mapped_options())
+                for part in ("front", "decoder")
+            )
+        except BundleError as err:
+            _LOGGER.warning("Discarding cached split of %s: %s", path, err.problem)
+            meta.unlink(missing_ok=True)
+            return None
+        shape = DecoderShape(hop=described["hop"], context=described["context"])
+        return SplitSessions(front, decoder, tuple(described["boundary"]), shape)
+
+    def _prepare_split(self, source: Path, meta: Path) -> None:
+        """Cut ``source`` before its decoder, prepare both halves, then describe the cut."""
+        split = _split_or_none(source)
+        described: dict[str, object] = {"boundary": []}
+        with tempfile.TemporaryDirectory(dir=meta.parent, prefix=".split-") as scratch:
+            if split is not None:
+                for part, chunks in (("front", split.front), ("decoder", split.decoder)):
+                    graph = Path(scratch) / f"{part}.onnx"
+                    with graph.open("wb") as out:
+                        out.writelines(chunks.parts)
+                    self._prepare(graph, self._part_entry(source, part))
+                shape = split.shape
+                described = {"boundary": split.boundary, "hop": shape.hop, "context": shape.context}
+            written = Path(scratch) / "split.json"
+            written.write_text(json.dumps(described), encoding="utf-8")
+            optimize.install_entry(written, meta)
+
+    def _part_entry(self, source: Path, part: str) -> Path:
+        folder = self._cache_folder()
+        return optimize.cache_entry(source, folder, _prepared_settings(), ".ort", part)
+
+    def _cache_folder(self) -> Path:
+        return (self.cache_dir or optimize.default_cache_dir()) / "sessions"
+
     def create(self, path: Path) -> ort.InferenceSession:
         if not path.is_file():
             raise BundleError(str(path), "file is missing")
@@ -132,7 +197,7 @@ class SessionFactory:
     def _from_cache(self, source: Path) -> ort.InferenceSession | None:
         """The session from the prepared copy of ``source`` (made now if needed), or None if the
         cache cannot be used; a broken ``source`` raises BundleError as a plain load would."""
-        folder = (self.cache_dir or optimize.default_cache_dir()) / "sessions"
+        folder = self._cache_folder()
         try:
             entry = optimize.cache_entry(source, folder, _prepared_settings(), ".ort")
             if not entry.is_file():
@@ -174,6 +239,13 @@ class SessionFactory:
                 str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             )
             raise BundleError(str(path), f"not a loadable ONNX graph ({first_line[:200]})") from err
+
+
+def _split_or_none(source: Path) -> DecoderSplit | None:
+    try:
+        return read_split(source)
+    except WireError:
+        return None  # onnxruntime names the problem when the whole graph is loaded
 
 
 def _lifted_or_source(source: Path, scratch_file: Path) -> Path:

@@ -1,0 +1,231 @@
+"""Split a synthesizer graph in front of its decoder, for decoding in overlapping chunks.
+
+SBV2's synthesizer ends with a HiFi-GAN decoder (``/dec/...`` nodes) fed with the latent frames
+``z`` [1, C, frames] and the speaker vector ``g`` [1, gin, 1]. Everything before it (text encoder,
+durations, flow) must see the whole sentence; the decoder need not: an output sample depends only
+on the latent frames within its receptive field. Cut there, the synthesizer becomes two graphs,
+and the decoder can run over the first frames of a sentence first, so that its audio starts
+playing while the rest is decoded (engine streaming), with the same samples as one whole run.
+
+Written against the ONNX wire format like optimize.py: the weights are never decoded.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import onnx_wire as wire
+from .onnx_wire import Chunks, Node, Tensor
+
+DECODER_SCOPE = "/dec/"  # node-name scope of the decoder in graphs exported from PyTorch
+FLOAT = 1
+# Ops that keep the time axis aligned (element-wise); anything else in the decoder stops the split.
+_ALIGNED = frozenset({"Add", "Sub", "Mul", "Div", "LeakyRelu", "Relu", "Tanh", "Sigmoid"})
+
+
+@dataclass(frozen=True)
+class DecoderShape:
+    """What chunked decoding needs to know about a decoder graph."""
+
+    hop: int  # audio samples per latent frame
+    context: int  # latent frames on each side that can reach an output sample
+
+
+@dataclass(frozen=True)
+class DecoderSplit:
+    front: Chunks  # the synthesizer's inputs -> ``boundary`` tensors
+    decoder: Chunks  # ``boundary`` tensors -> the synthesizer's audio
+    boundary: tuple[str, ...]  # what front outputs and decoder reads (latent frames, speaker)
+    shape: DecoderShape
+
+
+def split_decoder(model: memoryview, scope: str = DECODER_SCOPE) -> DecoderSplit | None:
+    """The two halves of a synthesizer, or None when its decoder cannot be cut out cleanly."""
+    model_fields = list(wire.fields(model))
+    graph_field = next((f for f in model_fields if f.number == wire.MODEL_GRAPH), None)
+    if graph_field is None:
+        raise wire.WireError("no graph in the model")
+    graph = _Parsed.read(wire.as_message(graph_field.value))
+    decoder = {p for p, node in graph.nodes.items() if scope in node.name}
+    boundary = graph.boundary(decoder)
+    if boundary is None:
+        return None
+    shape = decoder_shape(graph, decoder, boundary)
+    if shape is None:
+        return None
+    front = graph.encode(set(graph.nodes) - decoder, outputs=boundary)
+    back = graph.encode(decoder, inputs=boundary)
+    return DecoderSplit(
+        front=_model(model_fields, graph_field, front),
+        decoder=_model(model_fields, graph_field, back),
+        boundary=boundary,
+        shape=shape,
+    )
+
+
+def read_split(source: Path) -> DecoderSplit | None:
+    """``split_decoder`` of a graph file (read whole: the halves are written out right after)."""
+    return split_decoder(memoryview(source.read_bytes()))
+
+
+def decoder_shape(
+    graph: _Parsed, decoder: set[int], boundary: tuple[str, ...]
+) -> DecoderShape | None:
+    """Hop and receptive field of the decoder, walked from its inputs to the audio.
+
+    Each time-aligned tensor carries (samples per frame, reach in frames); a convolution adds
+    half its dilated kernel, an upsampling ConvTranspose its whole kernel (rounded up). The
+    speaker vector walks along harmlessly: its convolutions have kernel 1.
+    """
+    reach: dict[str, tuple[int, float]] = {name: (1, 0.0) for name in boundary}
+    for position in sorted(decoder):
+        node = graph.nodes[position]
+        timed = [reach[name] for name in node.inputs if name in reach]
+        if not timed:
+            continue
+        scale, frames = max(timed, key=lambda item: item[1])
+        step = _step(node, graph.initializers, scale)
+        if step is None:
+            return None
+        new_scale, extra = step
+        for output in node.outputs:
+            reach[output] = (new_scale, frames + extra)
+    outputs = [reach[name] for name in graph.outputs if name in reach]
+    if len(outputs) != 1:
+        return None
+    hop, frames = outputs[0]
+    return DecoderShape(hop=hop, context=math.ceil(frames) + 1)
+
+
+def _step(node: Node, initializers: dict[str, Tensor], scale: int) -> tuple[int, float] | None:
+    """(samples per frame after ``node``, frames of reach it adds), None for an unknown op."""
+    if node.op_type in _ALIGNED:
+        return scale, 0.0
+    if node.op_type not in ("Conv", "ConvTranspose"):
+        return None
+    weight = initializers.get(node.inputs[1]) if len(node.inputs) > 1 else None
+    if weight is None or len(weight.dims) != 3:
+        return None
+    kernel = weight.dims[2]
+    dilation = _single(node, "dilations")
+    stride = _single(node, "strides")
+    if node.op_type == "Conv":
+        if stride != 1:
+            return None
+        return scale, (kernel - 1) * dilation / 2 / scale
+    return scale * stride, math.ceil(kernel / stride) / scale
+
+
+def _single(node: Node, name: str) -> int:
+    attribute = node.attribute(name)
+    return attribute.ints[0] if attribute and attribute.ints else 1
+
+
+@dataclass
+class _Parsed:
+    items: list[wire.Field]
+    nodes: dict[int, Node]
+    initializers: dict[str, Tensor]
+    inputs: list[str]
+    outputs: list[str]
+
+    @classmethod
+    def read(cls, payload: memoryview) -> _Parsed:
+        parsed = cls(list(wire.fields(payload)), {}, {}, [], [])
+        for position, item in enumerate(parsed.items):
+            if item.number == wire.GRAPH_NODE:
+                parsed.nodes[position] = wire.parse_node(item)
+            elif item.number == wire.GRAPH_INITIALIZER:
+                tensor = wire.parse_tensor(item)
+                parsed.initializers[tensor.name] = tensor
+            elif item.number == wire.GRAPH_INPUT:
+                parsed.inputs.append(wire.value_info_rank(item)[0])
+            elif item.number == wire.GRAPH_OUTPUT:
+                parsed.outputs.append(wire.value_info_rank(item)[0])
+        return parsed
+
+    def boundary(self, decoder: set[int]) -> tuple[str, ...] | None:
+        """The tensors the decoder reads from the rest of the graph (latent, speaker).
+
+        None unless the decoder is a clean tail: it makes every graph output, nothing outside
+        reads its tensors, no subgraph is involved, and exactly two tensors come in.
+        """
+        if not decoder:
+            return None
+        made = {out for p in decoder for out in self.nodes[p].outputs}
+        if not set(self.outputs) <= made:
+            return None
+        for position, node in self.nodes.items():
+            if any(a.graphs for a in node.attributes):
+                return None
+            if position not in decoder and made.intersection(node.inputs):
+                return None
+        entering = [
+            name
+            for p in sorted(decoder)
+            for name in self.nodes[p].inputs
+            if name and name not in made and name not in self.initializers
+        ]
+        unique = list(dict.fromkeys(entering))
+        if len(unique) != 2 or any(name in self.inputs for name in unique):
+            return None
+        return tuple(unique)
+
+    def encode(
+        self, keep: set[int], outputs: tuple[str, ...] = (), inputs: tuple[str, ...] = ()
+    ) -> Chunks:
+        """The graph with only the ``keep`` nodes and the initializers they read; ``outputs``
+        replace its outputs, ``inputs`` its inputs (both declared as float tensors)."""
+        read = {name for p in keep for name in self.nodes[p].inputs}
+        made = {name for p in keep for name in self.nodes[p].outputs}
+        out = Chunks()
+        for position, item in enumerate(self.items):
+            if self._keeps(position, item, keep, read, made, bool(outputs), bool(inputs)):
+                out.add(item.raw)
+        for name in inputs:
+            out.add(wire.bytes_field(wire.GRAPH_INPUT, _float_value_info(name)))
+        for name in outputs:
+            out.add(wire.bytes_field(wire.GRAPH_OUTPUT, _float_value_info(name)))
+        return out
+
+    def _keeps(
+        self,
+        position: int,
+        item: wire.Field,
+        keep: set[int],
+        read: set[str],
+        made: set[str],
+        new_outputs: bool,
+        new_inputs: bool,
+    ) -> bool:
+        if item.number == wire.GRAPH_NODE:
+            return position in keep
+        if item.number == wire.GRAPH_INITIALIZER:
+            return wire.parse_tensor(item).name in read
+        if item.number == wire.GRAPH_INPUT:
+            return not new_inputs
+        if item.number == wire.GRAPH_OUTPUT:
+            return not new_outputs
+        if item.number == wire.GRAPH_VALUE_INFO:
+            return wire.value_info_rank(item)[0] in made
+        return True
+
+
+def _float_value_info(name: str) -> bytes:
+    tensor_type = wire.varint_field(1, FLOAT)  # TypeProto.Tensor.elem_type, shape left open
+    type_proto = wire.bytes_field(wire.TYPE_TENSOR, tensor_type)
+    return wire.text_field(wire.VALUE_INFO_NAME, name) + wire.bytes_field(
+        wire.VALUE_INFO_TYPE, type_proto
+    )
+
+
+def _model(model_fields: list[wire.Field], graph_field: wire.Field, graph: Chunks) -> Chunks:
+    out = Chunks()
+    for item in model_fields:
+        if item is graph_field:
+            out.extend(graph.as_field(wire.MODEL_GRAPH))
+        else:
+            out.add(item.raw)
+    return out

@@ -1,0 +1,113 @@
+"""The synthesizer cut in front of its decoder (engine/decoder_graph.py) and its cached sessions
+(runtime.SessionFactory.create_split)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from custom_components.yomiage.engine.decoder_graph import read_split, split_decoder
+from custom_components.yomiage.engine.runtime import SessionFactory
+
+from .onnx_build import ModelBuilder, conv_attributes
+from .test_optimize import synthesizer_feeds
+
+TOLERANCE = 1e-5
+
+
+def session(model: bytes | Path) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    source = str(model) if isinstance(model, Path) else model
+    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+
+
+def encoded(chunks: object) -> bytes:
+    return b"".join(bytes(part) for part in chunks.parts)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def synthesizer(tiny_bundle: Path) -> Path:
+    return sorted((tiny_bundle / "onnx" / "speakers").iterdir())[0] / "synthesizer.onnx"
+
+
+def test_tiny_synthesizer_splits_before_its_decoder(synthesizer: Path) -> None:
+    split = read_split(synthesizer)
+    assert split is not None
+    assert len(split.boundary) == 2
+    assert split.shape.hop == 512  # the product of the upsampling strides
+    assert 1 <= split.shape.context <= 64
+
+
+def test_front_then_decoder_gives_the_whole_graphs_audio(synthesizer: Path) -> None:
+    split = read_split(synthesizer)
+    assert split is not None
+    whole, front, decoder = (
+        session(synthesizer),
+        session(encoded(split.front)),
+        session(encoded(split.decoder)),
+    )
+    for phones in (3, 41):
+        feeds = synthesizer_feeds(whole, phones)
+        (expected,) = whole.run(None, feeds)
+        boundary = front.run(list(split.boundary), feeds)
+        (got,) = decoder.run(None, dict(zip(split.boundary, boundary, strict=True)))
+        np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=0)
+
+
+def test_receptive_field_covers_every_sample_a_frame_changes(synthesizer: Path) -> None:
+    split = read_split(synthesizer)
+    assert split is not None
+    front, decoder = session(encoded(split.front)), session(encoded(split.decoder))
+    feeds = synthesizer_feeds(session(synthesizer), 60)
+    latent, speaker = front.run(list(split.boundary), feeds)
+    frames = latent.shape[-1]
+    frame = frames // 2
+    latent_name, speaker_name = split.boundary
+    nudged = latent.copy()
+    nudged[..., frame] += 1.0
+    (before,) = decoder.run(None, {latent_name: latent, speaker_name: speaker})
+    (after,) = decoder.run(None, {latent_name: nudged, speaker_name: speaker})
+    changed = np.flatnonzero(np.abs(after - before).reshape(-1) > 0)
+    hop, context = split.shape.hop, split.shape.context
+    assert changed.size > 0
+    assert changed.min() >= (frame - context) * hop
+    assert changed.max() < (frame + context + 1) * hop
+
+
+def test_graph_without_a_decoder_scope_does_not_split() -> None:
+    b = ModelBuilder()
+    x = b.input("x", [1, 16, "T"])
+    weight = np.ones((16, 16, 3), dtype=np.float32)
+    b.node("Conv", [x, b.weight("w", weight)], "y", *conv_attributes(3))
+    b.output("y", [1, 16, "T"])
+    assert split_decoder(memoryview(b.encode())) is None
+
+
+# -- sessions and pieces ---------------------------------------------------------------------
+def test_split_sessions_are_cached_with_their_description(
+    tiny_bundle: Path, tmp_path: Path, synthesizer: Path
+) -> None:
+    factory = SessionFactory(threads=1, cache_dir=tmp_path, use_cache=True)
+    first = factory.create_split(synthesizer)
+    assert first is not None
+    names = sorted(p.name.split("-")[0] for p in (tmp_path / "sessions").iterdir())
+    assert names == ["synthesizer.decoder", "synthesizer.front", "synthesizer.split"]
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "sessions").iterdir()}
+    second = factory.create_split(synthesizer)
+    assert second is not None and second.shape == first.shape
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "sessions").iterdir()} == stamps
+
+
+def test_no_split_without_the_cache_or_for_a_graph_without_decoder(
+    tiny_bundle: Path, tmp_path: Path, synthesizer: Path
+) -> None:
+    assert SessionFactory(threads=1, use_cache=False).create_split(synthesizer) is None
+    durations = synthesizer.parent / "duration_predictor.onnx"
+    factory = SessionFactory(threads=1, cache_dir=tmp_path, use_cache=True)
+    assert factory.create_split(durations) is None
+    assert factory.create_split(durations) is None  # the negative answer is cached too
+    assert len(list((tmp_path / "sessions").glob("duration_predictor.split-*.json"))) == 1

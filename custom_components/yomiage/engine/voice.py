@@ -1,8 +1,14 @@
-"""One speaker: style vectors, synthesizer and duration-predictor sessions (both lazy)."""
+"""One speaker: style vectors, synthesizer and duration-predictor sessions (both lazy).
+
+On the CPU the synthesizer runs as two cached halves when its graph allows (decoder_graph.py):
+the front (text encoder, durations, flow) and the decoder, which ``synthesize_pieces`` runs over
+the first frames of a sentence first so that streaming can start playing early.
+"""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,8 +18,12 @@ from numpy.typing import NDArray
 
 from .bundle import SpeakerFiles
 from .errors import BundleError, UnknownVoiceError
-from .runtime import SessionFactory
+from .runtime import SessionFactory, SplitSessions
 from .text.frontend import PhoneSequence
+
+# First piece of a streamed sentence: 48 frames = 0.56 s of audio at hop 512 / 44.1 kHz. The
+# rest of the sentence is decoded while it plays; a gap follows only when that takes longer.
+FIRST_PIECE_FRAMES = 48
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,8 @@ class Voice:
         self._lock = threading.Lock()
         self._synthesizer: Any = None
         self._duration_predictor: Any = None
+        self._split: SplitSessions | None = None
+        self._split_checked = False
 
     @property
     def has_duration_predictor(self) -> bool:
@@ -58,7 +70,8 @@ class Voice:
 
     def load(self) -> None:
         """Create both sessions now (used to validate a bundle and to warm up)."""
-        self._synthesizer_session()
+        if self._split_sessions() is None:
+            self._synthesizer_session()
         self._duration_session()
 
     def synthesize(
@@ -69,10 +82,28 @@ class Voice:
         inputs: ModelInputs,
     ) -> NDArray[np.float32]:
         """Audio samples in [-1, 1], float32 [samples]."""
+        pieces = self.synthesize_pieces(sequence, bert, style_vector, inputs, first_frames=None)
+        return np.concatenate(list(pieces))
+
+    def synthesize_pieces(
+        self,
+        sequence: PhoneSequence,
+        bert: NDArray[np.float32],
+        style_vector: NDArray[np.float32],
+        inputs: ModelInputs,
+        first_frames: int | None = FIRST_PIECE_FRAMES,
+    ) -> Iterator[NDArray[np.float32]]:
+        """The sentence's audio as it is decoded: its first ``first_frames`` latent frames (512
+        samples each), then the rest. Together the same samples as ``synthesize``. One piece when
+        the graph cannot be split, ``first_frames`` is None or the sentence is short."""
         feeds = self._feeds(sequence, bert, style_vector, inputs)
         feeds["noise_scale"] = _scalar(inputs.noise_scale)
-        (audio,) = self._synthesizer_session().run(["audio"], feeds)
-        return np.asarray(audio, dtype=np.float32).reshape(-1)
+        split = self._split_sessions()
+        if split is None:
+            (audio,) = self._synthesizer_session().run(["audio"], feeds)
+            yield np.asarray(audio, dtype=np.float32).reshape(-1)
+            return
+        yield from _decode_in_pieces(split, feeds, first_frames)
 
     def durations(
         self,
@@ -119,6 +150,7 @@ class Voice:
         with self._lock:
             self._synthesizer = None
             self._duration_predictor = None
+            self._split = None
 
     def _feeds(
         self,
@@ -151,6 +183,13 @@ class Voice:
                 self._synthesizer = self._sessions.create(self.files.synthesizer)
             return self._synthesizer
 
+    def _split_sessions(self) -> SplitSessions | None:
+        with self._lock:
+            if not self._split_checked:
+                self._split = self._sessions.create_split(self.files.synthesizer)
+                self._split_checked = True
+            return self._split
+
     def _duration_session(self) -> Any:
         path = self.files.duration_predictor
         if path is None:
@@ -159,6 +198,28 @@ class Voice:
             if self._duration_predictor is None:
                 self._duration_predictor = self._sessions.create(path)
             return self._duration_predictor
+
+
+def _decode_in_pieces(
+    split: SplitSessions, feeds: dict[str, NDArray[Any]], first_frames: int | None
+) -> Iterator[NDArray[np.float32]]:
+    """Run the front once, then the decoder over frame spans, each with ``context`` frames of
+    overlap either side (its receptive field), trimmed off again: the samples of one run."""
+    boundary = dict(zip(split.boundary, split.front.run(list(split.boundary), feeds), strict=True))
+    frames = max(value.shape[-1] for value in boundary.values())
+    context, hop = split.shape.context, split.shape.hop
+    spans = [(0, frames)]
+    if first_frames is not None and frames > first_frames + context:
+        spans = [(0, first_frames), (first_frames, frames)]
+    for start, stop in spans:
+        low, high = max(0, start - context), min(frames, stop + context)
+        window = {
+            name: value[..., low:high] if value.shape[-1] == frames else value
+            for name, value in boundary.items()
+        }
+        (audio,) = split.decoder.run(None, window)
+        samples = np.asarray(audio, dtype=np.float32).reshape(-1)
+        yield samples[(start - low) * hop : (stop - low) * hop]
 
 
 def _run_bound(session: Any, host_feeds: dict[str, NDArray[Any]], bert: ort.OrtValue) -> Any:

@@ -1,5 +1,5 @@
-"""The synthesizer cut in front of its decoder (engine/decoder_graph.py) and its cached sessions
-(runtime.SessionFactory.create_split)."""
+"""The synthesizer cut in front of its decoder (engine/decoder_graph.py), its cached sessions
+(runtime.SessionFactory.create_split) and chunked decoding (voice.Voice.synthesize_pieces)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,19 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
+from numpy.typing import NDArray
 
+from custom_components.yomiage.engine.bundle import Bundle
 from custom_components.yomiage.engine.decoder_graph import read_split, split_decoder
 from custom_components.yomiage.engine.runtime import SessionFactory
+from custom_components.yomiage.engine.text.frontend import Frontend, PhoneSequence
+from custom_components.yomiage.engine.voice import ModelInputs, Voice
 
 from .onnx_build import ModelBuilder, conv_attributes
 from .test_optimize import synthesizer_feeds
 
 TOLERANCE = 1e-5
+QUIET_INPUTS = ModelInputs(length_scale=1.0, sdp_ratio=0.2, noise_scale=0.0, noise_scale_w=0.0)
 
 
 def session(model: bytes | Path) -> ort.InferenceSession:
@@ -88,6 +93,26 @@ def test_graph_without_a_decoder_scope_does_not_split() -> None:
 
 
 # -- sessions and pieces ---------------------------------------------------------------------
+@pytest.fixture
+def voice(tiny_bundle: Path, tmp_path: Path) -> Voice:
+    files = next(iter(Bundle.open(tiny_bundle).speakers.values()))
+    return Voice(files, SessionFactory(threads=1, cache_dir=tmp_path, use_cache=True))
+
+
+Sentence = tuple[PhoneSequence, NDArray[np.float32], NDArray[np.float32]]
+
+
+def sentence(voice: Voice, text: str) -> Sentence:
+    """Phones of ``text``, random BERT features of the bundle's width, the first style."""
+    frontend = Frontend()
+    sequence = frontend.analyse(frontend.normalize(text))
+    graph = session(voice.files.synthesizer)
+    hidden = next(i.shape[1] for i in graph.get_inputs() if i.name == "bert")
+    rng = np.random.default_rng(len(text))
+    bert = rng.standard_normal((hidden, sequence.phones.shape[0])).astype(np.float32)
+    return sequence, bert, voice.style_vector(voice.styles[0], 1.0)
+
+
 def test_split_sessions_are_cached_with_their_description(
     tiny_bundle: Path, tmp_path: Path, synthesizer: Path
 ) -> None:
@@ -111,3 +136,25 @@ def test_no_split_without_the_cache_or_for_a_graph_without_decoder(
     assert factory.create_split(durations) is None
     assert factory.create_split(durations) is None  # the negative answer is cached too
     assert len(list((tmp_path / "sessions").glob("duration_predictor.split-*.json"))) == 1
+
+
+def test_pieces_add_up_to_the_whole_sentence(voice: Voice) -> None:
+    sequence, bert, style = sentence(voice, "今日は天気がいいので、公園まで散歩に行きましょう。")
+    whole = voice.synthesize(sequence, bert, style, QUIET_INPUTS)
+    pieces = list(voice.synthesize_pieces(sequence, bert, style, QUIET_INPUTS, first_frames=7))
+    assert len(pieces) == 2
+    assert pieces[0].shape == (7 * 512,)
+    np.testing.assert_allclose(np.concatenate(pieces), whole, atol=TOLERANCE, rtol=0)
+    # The published, unsplit graph agrees as well (same threads: durations are rounded up, so
+    # a different summation order could move a phone by a frame).
+    feeds = voice._feeds(sequence, bert, style, QUIET_INPUTS)
+    feeds["noise_scale"] = np.array([0.0], dtype=np.float32)
+    published_session = SessionFactory(threads=1, use_cache=False).create(voice.files.synthesizer)
+    (published,) = published_session.run(None, feeds)
+    np.testing.assert_allclose(whole, published.reshape(-1), atol=TOLERANCE, rtol=0)
+
+
+def test_short_sentence_comes_in_one_piece(voice: Voice) -> None:
+    sequence, bert, style = sentence(voice, "はい。")
+    pieces = voice.synthesize_pieces(sequence, bert, style, QUIET_INPUTS, first_frames=400)
+    assert len(list(pieces)) == 1

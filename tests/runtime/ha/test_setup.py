@@ -163,6 +163,7 @@ async def test_diagnostics_show_no_outside_paths_and_redact_tokens(
     assert request["streamed"] is False
     assert request["audio_s"] == pytest.approx((len(wav) - 44) / 2 / 44100, abs=1e-3)
     assert request["compute_s"] > 0
+    # Diagnostics round each figure to 3 decimals, so compare within that rounding.
     assert request["real_time_factor"] == pytest.approx(
-        request["compute_s"] / request["audio_s"], rel=1e-2
+        request["compute_s"] / request["audio_s"], rel=1e-2, abs=1e-3
     )

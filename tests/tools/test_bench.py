@@ -42,7 +42,7 @@ def test_quick_run_measures_each_process_on_its_own(quick_run: Path) -> None:
             assert len(runs["compute_s"]) == 1  # --quick: one repetition
             assert runs["audio_s"][0] > 0.2
             assert runs["stream_first_audio_s"][0] > 0
-            assert 0 < runs["stream_first_piece_s"][0] <= runs["audio_s"][0]
+            assert runs["stream_first_piece_s"][0] > 0  # its length varies: noise is on
     # Only the first configuration pays for preparing the graph cache (a fresh one per run).
     assert "first_load" in results["configs"]["yomiage"]
     assert "first_load" not in results["configs"]["yomiage-again"]

@@ -32,9 +32,11 @@ from .onnx_wire import Chunks, Node, Tensor
 
 _LOGGER = logging.getLogger(__name__)
 
-REWRITE_VERSION = 2  # bump when the rewrite changes: cached graphs are then rebuilt
-# Convolutions with fewer input or output channels stay 1-D (0: lift every convolution).
-DEFAULT_MIN_CHANNELS = 0
+REWRITE_VERSION = 3  # bump when the rewrite changes: cached graphs are then rebuilt
+# Convolutions with fewer input or output channels stay 1-D: the blocked kernels split a
+# [C, 1, T] convolution between threads by blocks of channels, so a 16- or 32-channel one runs on
+# one thread, while the 1-D GEMM splits along time (docs/PERFORMANCE.md).
+DEFAULT_MIN_CHANNELS = 64
 CONVOLUTIONS = frozenset({"Conv", "ConvTranspose"})
 ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "LeakyRelu", "Relu", "Tanh", "Sigmoid"})
 _SQUEEZE_AXES_AS_INPUT = 13  # from opset 13 on, Squeeze/Unsqueeze take axes as an input

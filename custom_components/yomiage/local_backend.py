@@ -156,7 +156,7 @@ def _piece(chunk: AudioChunk) -> SpeechPiece:
     return SpeechPiece(
         pcm=chunk.pcm.astype("<i2").tobytes(),
         sample_rate=chunk.sample_rate,
-        characters=len(chunk.text),
-        sentences=1,
+        characters=len(chunk.text) if chunk.starts_sentence else 0,
+        sentences=1 if chunk.starts_sentence else 0,
         compute_s=chunk.compute_s,
     )

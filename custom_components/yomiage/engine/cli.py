@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import YomiageError
 from .options import SynthesisOptions
-from .results import AudioChunk
+from .results import AudioChunk, sentence_reports
 
 EXIT_BAD_INPUT = 2
 
@@ -127,7 +127,7 @@ def _say(args: argparse.Namespace) -> int:
 def _write_wav(
     path: Path, sample_rate: int, chunks: Any, started: float
 ) -> tuple[float | None, list[AudioChunk]]:
-    """Write chunks as they come (the file grows sentence by sentence); returns first-audio time."""
+    """Write chunks as they come (the file grows piece by piece); returns first-audio time."""
     first_audio_s: float | None = None
     written: list[AudioChunk] = []
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -150,12 +150,12 @@ def _summary(
     return {
         "sentences": [
             {
-                "text": c.text,
-                "pause_before_s": round(c.pause_before_s, 3),
-                "audio_s": round(c.audio_s - c.pause_before_s, 3),
-                "compute_s": round(c.compute_s, 3),
+                "text": report.text,
+                "pause_before_s": round(report.pause_before_s, 3),
+                "audio_s": round(report.audio_s, 3),
+                "compute_s": round(report.compute_s, 3),
             }
-            for c in chunks
+            for report in sentence_reports(chunks)
         ],
         "audio_s": round(audio_s, 3),
         "compute_s": round(total_s, 3),

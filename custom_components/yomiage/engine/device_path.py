@@ -12,7 +12,7 @@ provider in the tests, bit for bit against the host path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,7 +25,7 @@ from .cuda_probe import CUDA_PROVIDER
 from .device_graphs import SPREAD_INPUTS, SPREAD_OUTPUT, spread_graph
 from .runtime import SessionFactory
 from .text.frontend import PhoneSequence
-from .voice import ModelInputs, Voice
+from .voice import DecodedPiece, ModelInputs, Voice
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,19 @@ class FeaturePath(Protocol):
         """Audio samples float32 [samples]."""
         ...
 
+    def synthesize_pieces(
+        self,
+        voice: Voice,
+        sequence: PhoneSequence,
+        features: CharFeatures,
+        style_vector: NDArray[np.float32],
+        inputs: ModelInputs,
+        first_frames: int | None,
+    ) -> Iterator[DecodedPiece]:
+        """The same samples as ``synthesize``, in pieces as they are decoded (the first one
+        early when ``first_frames`` is set and the path can do it)."""
+        ...
+
     def durations(
         self,
         voice: Voice,
@@ -106,6 +119,18 @@ class HostPath:
     ) -> NDArray[np.float32]:
         bert = spread_over_phones(_on_host(features), sequence.word2ph)
         return voice.synthesize(sequence, bert, style_vector, inputs)
+
+    def synthesize_pieces(
+        self,
+        voice: Voice,
+        sequence: PhoneSequence,
+        features: CharFeatures,
+        style_vector: NDArray[np.float32],
+        inputs: ModelInputs,
+        first_frames: int | None,
+    ) -> Iterator[DecodedPiece]:
+        bert = spread_over_phones(_on_host(features), sequence.word2ph)
+        return voice.synthesize_pieces(sequence, bert, style_vector, inputs, first_frames)
 
     def durations(
         self,
@@ -151,9 +176,16 @@ class DevicePath:
     def join(self, per_sentence: Sequence[CharFeatures]) -> CharFeatures:
         parts = [_on_device(features) for features in per_sentence]
         if any(part.batch is not parts[0].batch for part in parts):
-            raise ValueError("only features of one BERT batch can be joined")
+            return self._join_batches(parts)
         rows = [parts[0].rows[:1], *(part.rows[1:-1] for part in parts), parts[-1].rows[-1:]]
         return DeviceFeatures(parts[0].batch, np.concatenate(rows))
+
+    def _join_batches(self, parts: list[DeviceFeatures]) -> DeviceFeatures:
+        """Features of several BERT batches joined through the host (the first sentence has a
+        batch of its own when streaming): one copy each way, once per request."""
+        joined = join_char_features([_read_back(part) for part in parts])
+        batch = ort.OrtValue.ortvalue_from_numpy(joined[np.newaxis], self.memory, 0)
+        return DeviceFeatures(batch, np.arange(joined.shape[0], dtype=np.int64))
 
     def synthesize(
         self,
@@ -165,6 +197,18 @@ class DevicePath:
     ) -> NDArray[np.float32]:
         bert = self.spread_over_phones(_on_device(features), sequence.word2ph)
         return voice.synthesize_bound(sequence, bert, style_vector, inputs)
+
+    def synthesize_pieces(
+        self,
+        voice: Voice,
+        sequence: PhoneSequence,
+        features: CharFeatures,
+        style_vector: NDArray[np.float32],
+        inputs: ModelInputs,
+        first_frames: int | None,
+    ) -> Iterator[DecodedPiece]:
+        """One piece: a GPU decodes a whole sentence in less time than a first piece plays."""
+        yield DecodedPiece(self.synthesize(voice, sequence, features, style_vector, inputs), True)
 
     def durations(
         self,
@@ -199,6 +243,13 @@ def _on_host(features: CharFeatures) -> NDArray[np.float32]:
     if isinstance(features, DeviceFeatures):
         raise TypeError("device-resident features given to the host path")
     return features
+
+
+def _read_back(features: DeviceFeatures) -> NDArray[np.float32]:
+    """The rows of one text, float32 [tokens, hidden] in host memory."""
+    batch = np.asarray(features.batch.numpy(), dtype=np.float32)
+    rows: NDArray[np.float32] = batch.reshape(-1, batch.shape[-1])[features.rows]
+    return rows
 
 
 def _on_device(features: CharFeatures) -> DeviceFeatures:

@@ -2,7 +2,11 @@
 
 One BERT session serves every speaker; synthesizer sessions are created per speaker on first use.
 Model runs are serialised by one lock (each run already uses every core), so concurrent requests
-take turns sentence by sentence and never mix audio.
+take turns piece by piece and never mix audio.
+
+Streaming is ordered for early first audio: the first sentence gets a BERT run of its own and its
+first 0.56 s is decoded before the rest of it; the other sentences' BERT batch and the pause pass
+(which only decides the pauses before sentences 2..n) run while that audio already plays.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from .pauses import MIN_PAUSE_S, boundary_pauses, trailing_pause
 from .results import AudioChunk, Synthesis
 from .runtime import SessionFactory, resolve_device
 from .text.frontend import Frontend, PhoneSequence
-from .voice import ModelInputs, Voice
+from .voice import FIRST_PIECE_FRAMES, ModelInputs, Voice
 
 DEFAULT_MAX_CHARS = 5000
 # Two sentences: a BERT batch, the spread, the duration predictor over both and the synthesizer.
@@ -100,7 +104,10 @@ class Engine:
 
     # -- synthesis -------------------------------------------------------------------------------
     def synthesize(self, text: str, options: SynthesisOptions | None = None) -> Synthesis:
-        chunks = list(self.stream(text, options))
+        """The whole text at once (no early first piece: nobody listens before the end)."""
+        request = self._request(options)
+        sequences = self._analyse(self._checked_text(text))
+        chunks = list(self._stream(sequences, request, first_frames=None))
         synthesis = Synthesis.from_chunks(chunks, self.sample_rate)
         self.recent.append(
             {
@@ -112,10 +119,12 @@ class Engine:
         return synthesis
 
     def stream(self, text: str, options: SynthesisOptions | None = None) -> Iterator[AudioChunk]:
-        """One chunk per sentence, yielded as soon as it is ready. Validates before returning."""
+        """Audio as soon as it is ready: the first sentence's first 0.56 s as a piece of its
+        own, then sentences (long ones in pieces, see ``voice.MAX_DECODE_FRAMES``). Validates
+        before returning."""
         request = self._request(options)
         sequences = self._analyse(self._checked_text(text))
-        return self._stream(sequences, request)
+        return self._stream(sequences, request, first_frames=FIRST_PIECE_FRAMES)
 
     def stream_sentences(
         self, sentences: Iterable[str], options: SynthesisOptions | None = None
@@ -199,12 +208,20 @@ class Engine:
             )
         return voice, style or voice.styles[0]
 
-    def _stream(self, sequences: list[PhoneSequence], request: _Request) -> Iterator[AudioChunk]:
+    def _stream(
+        self, sequences: list[PhoneSequence], request: _Request, first_frames: int | None
+    ) -> Iterator[AudioChunk]:
         started = time.perf_counter()
-        char_features = self._run(self._features.char_features, [s.text for s in sequences])
-        pauses = self._pauses(sequences, char_features, request)
-        for sequence, features, pause in zip(sequences, char_features, pauses, strict=True):
-            yield self._chunk(sequence, features, pause, request, started)
+        first, rest = sequences[0], sequences[1:]
+        (first_features,) = self._run(self._features.char_features, [first.text])
+        yield from self._sentence(first, first_features, 0.0, request, started, first_frames)
+        if not rest:
+            return
+        started = time.perf_counter()
+        rest_features = self._run(self._features.char_features, [s.text for s in rest])
+        pauses = self._pauses(sequences, [first_features, *rest_features], request)
+        for sequence, features, pause in zip(rest, rest_features, pauses[1:], strict=True):
+            yield from self._sentence(sequence, features, pause, request, started, None)
             started = time.perf_counter()
 
     def _stream_arriving(self, pieces: Iterable[str], request: _Request) -> Iterator[AudioChunk]:
@@ -217,39 +234,56 @@ class Engine:
             sequences = self._analyse(self._checked_text(piece))
             char_features = self._run(self._features.char_features, [s.text for s in sequences])
             for sequence, features in zip(sequences, char_features, strict=True):
-                yield self._chunk(sequence, features, pause if spoken else 0.0, request, started)
+                first_frames = None if spoken else FIRST_PIECE_FRAMES
+                yield from self._sentence(
+                    sequence, features, pause if spoken else 0.0, request, started, first_frames
+                )
                 pause = self._own_trailing_pause(sequence, features, request)
                 spoken = True
                 started = time.perf_counter()
         if not spoken:
             raise InvalidTextError("text has nothing speakable in it")
 
-    def _chunk(
+    def _sentence(
         self,
         sequence: PhoneSequence,
         char_features: CharFeatures,
         pause_before: float,
         request: _Request,
         started: float,
-    ) -> AudioChunk:
-        samples = self._run(
-            self._features.synthesize,
+        first_frames: int | None,
+    ) -> Iterator[AudioChunk]:
+        """The sentence's audio piece by piece, each decoded under the model lock (another
+        request may take its turn between pieces)."""
+        pieces = self._features.synthesize_pieces(
             request.voice,
             sequence,
             char_features,
             request.style_vector,
             request.inputs,
+            first_frames,
         )
-        pcm = np.concatenate(
-            (audio.silence(pause_before, self.sample_rate), audio.to_pcm16(samples))
-        )
-        return AudioChunk(
-            pcm=pcm,
-            sample_rate=self.sample_rate,
-            text=sequence.text,
-            pause_before_s=pause_before,
-            compute_s=time.perf_counter() - started,
-        )
+        try:
+            starts = True
+            while (piece := self._run(next, pieces, None)) is not None:
+                pcm = audio.to_pcm16(piece.samples)
+                if starts:
+                    pcm = np.concatenate((audio.silence(pause_before, self.sample_rate), pcm))
+                yield AudioChunk(
+                    pcm=pcm,
+                    sample_rate=self.sample_rate,
+                    text=sequence.text,
+                    pause_before_s=pause_before if starts else 0.0,
+                    compute_s=time.perf_counter() - started,
+                    starts_sentence=starts,
+                    ends_sentence=piece.last,
+                )
+                starts = False
+                started = time.perf_counter()
+        finally:
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()
 
     def _pauses(
         self,

@@ -1,4 +1,5 @@
-"""What synthesis returns: audio chunks per sentence and a report of each."""
+"""What synthesis returns: audio chunks (whole sentences or pieces of one) and a report of each
+sentence."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ from numpy.typing import NDArray
 
 @dataclass(frozen=True)
 class AudioChunk:
-    """One sentence of audio, the pause before it already at its start (digital silence)."""
+    """Audio of one sentence, or a piece of it when streaming sends its start early. The first
+    piece of a sentence carries the pause before it, already at its start (digital silence)."""
 
     pcm: NDArray[np.int16]  # [samples], mono
     sample_rate: int
-    text: str  # the normalised sentence
-    pause_before_s: float
+    text: str  # the normalised sentence this audio belongs to
+    pause_before_s: float  # 0 for every piece but a sentence's first
     compute_s: float
+    starts_sentence: bool = True
+    ends_sentence: bool = True
 
     @property
     def audio_s(self) -> float:
@@ -48,8 +52,24 @@ class Synthesis:
     @classmethod
     def from_chunks(cls, chunks: list[AudioChunk], sample_rate: int) -> Synthesis:
         audio = np.concatenate([c.pcm for c in chunks]) if chunks else np.zeros(0, np.int16)
-        reports = [
-            SentenceReport(c.text, c.pause_before_s, c.audio_s - c.pause_before_s, c.compute_s)
-            for c in chunks
-        ]
-        return cls(audio=audio, sample_rate=sample_rate, sentences=reports)
+        return cls(audio=audio, sample_rate=sample_rate, sentences=sentence_reports(chunks))
+
+
+def sentence_reports(chunks: list[AudioChunk]) -> list[SentenceReport]:
+    """One report per sentence, however many pieces it came in."""
+    reports: list[SentenceReport] = []
+    for chunk in chunks:
+        own_audio_s = chunk.audio_s - chunk.pause_before_s
+        if chunk.starts_sentence or not reports:
+            reports.append(
+                SentenceReport(chunk.text, chunk.pause_before_s, own_audio_s, chunk.compute_s)
+            )
+            continue
+        last = reports[-1]
+        reports[-1] = SentenceReport(
+            last.text,
+            last.pause_before_s,
+            last.audio_s + own_audio_s,
+            last.compute_s + chunk.compute_s,
+        )
+    return reports

@@ -7,10 +7,11 @@ the first frames of a sentence first so that streaming can start playing early.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import onnxruntime as ort
@@ -24,6 +25,16 @@ from .text.frontend import PhoneSequence
 # First piece of a streamed sentence: 48 frames = 0.56 s of audio at hop 512 / 44.1 kHz. The
 # rest of the sentence is decoded while it plays; a gap follows only when that takes longer.
 FIRST_PIECE_FRAMES = 48
+# The decoder's activations grow with the frames it decodes at once (~0.3 MB per frame at full
+# size): a 17 s sentence in one run would take ~450 MB of arena on a Pi. Longer sentences are
+# decoded in pieces of at most this many frames (8.9 s); each piece costs 2 x context (16) frames
+# of overlap, under 5 % of its work.
+MAX_DECODE_FRAMES = 768
+
+
+class DecodedPiece(NamedTuple):
+    samples: NDArray[np.float32]  # float32 [samples] in [-1, 1]
+    last: bool  # the sentence ends with it
 
 
 @dataclass(frozen=True)
@@ -83,7 +94,7 @@ class Voice:
     ) -> NDArray[np.float32]:
         """Audio samples in [-1, 1], float32 [samples]."""
         pieces = self.synthesize_pieces(sequence, bert, style_vector, inputs, first_frames=None)
-        return np.concatenate(list(pieces))
+        return np.concatenate([piece.samples for piece in pieces])
 
     def synthesize_pieces(
         self,
@@ -92,16 +103,17 @@ class Voice:
         style_vector: NDArray[np.float32],
         inputs: ModelInputs,
         first_frames: int | None = FIRST_PIECE_FRAMES,
-    ) -> Iterator[NDArray[np.float32]]:
+    ) -> Iterator[DecodedPiece]:
         """The sentence's audio as it is decoded: its first ``first_frames`` latent frames (512
-        samples each), then the rest. Together the same samples as ``synthesize``. One piece when
-        the graph cannot be split, ``first_frames`` is None or the sentence is short."""
+        samples each), then the rest in pieces of at most ``MAX_DECODE_FRAMES``. Together the same
+        samples as one whole run. One piece when the graph cannot be split or the sentence is
+        short and ``first_frames`` is None."""
         feeds = self._feeds(sequence, bert, style_vector, inputs)
         feeds["noise_scale"] = _scalar(inputs.noise_scale)
         split = self._split_sessions()
         if split is None:
             (audio,) = self._synthesizer_session().run(["audio"], feeds)
-            yield np.asarray(audio, dtype=np.float32).reshape(-1)
+            yield DecodedPiece(np.asarray(audio, dtype=np.float32).reshape(-1), last=True)
             return
         yield from _decode_in_pieces(split, feeds, first_frames)
 
@@ -202,15 +214,13 @@ class Voice:
 
 def _decode_in_pieces(
     split: SplitSessions, feeds: dict[str, NDArray[Any]], first_frames: int | None
-) -> Iterator[NDArray[np.float32]]:
+) -> Iterator[DecodedPiece]:
     """Run the front once, then the decoder over frame spans, each with ``context`` frames of
     overlap either side (its receptive field), trimmed off again: the samples of one run."""
     boundary = dict(zip(split.boundary, split.front.run(list(split.boundary), feeds), strict=True))
     frames = max(value.shape[-1] for value in boundary.values())
     context, hop = split.shape.context, split.shape.hop
-    spans = [(0, frames)]
-    if first_frames is not None and frames > first_frames + context:
-        spans = [(0, first_frames), (first_frames, frames)]
+    spans = decode_spans(frames, first_frames, context, MAX_DECODE_FRAMES)
     for start, stop in spans:
         low, high = max(0, start - context), min(frames, stop + context)
         window = {
@@ -219,7 +229,24 @@ def _decode_in_pieces(
         }
         (audio,) = split.decoder.run(None, window)
         samples = np.asarray(audio, dtype=np.float32).reshape(-1)
-        yield samples[(start - low) * hop : (stop - low) * hop]
+        yield DecodedPiece(samples[(start - low) * hop : (stop - low) * hop], stop == frames)
+
+
+def decode_spans(
+    frames: int, first_frames: int | None, context: int, max_frames: int = MAX_DECODE_FRAMES
+) -> list[tuple[int, int]]:
+    """The frame spans to decode one after the other: an early first piece when asked for and
+    the sentence is longer than it and its overlap, then the rest in equal pieces of at most
+    ``max_frames`` (equal, so that no piece is a sliver that costs mostly overlap)."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    if first_frames is not None and frames > first_frames + context:
+        spans.append((0, first_frames))
+        start = first_frames
+    count = math.ceil((frames - start) / max_frames)
+    size = math.ceil((frames - start) / max(1, count))
+    spans.extend((low, min(frames, low + size)) for low in range(start, frames, max(1, size)))
+    return spans or [(0, frames)]
 
 
 def _run_bound(session: Any, host_feeds: dict[str, NDArray[Any]], bert: ort.OrtValue) -> Any:

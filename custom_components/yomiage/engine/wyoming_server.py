@@ -328,12 +328,15 @@ class _Connection:
         return self._stream
 
     async def _pump(self, text: TextStream) -> None:
-        """Send each sentence's audio as soon as the engine has it, until the stream ends."""
+        """Send each sentence's audio as soon as the engine has it (the start of the first one
+        early), between audio-start and audio-stop, until the stream ends."""
         try:
             while (chunk := await self._blocking(text.next_chunk)) is not None:
-                await self._write(audio_start(chunk.sample_rate))
+                if chunk.starts_sentence:
+                    await self._write(audio_start(chunk.sample_rate))
                 await self._write_audio(chunk)
-                await self._write(audio_stop())
+                if chunk.ends_sentence:
+                    await self._write(audio_stop())
         except _ClientGoneError:
             text.cancel()
         except Exception as err:

@@ -10,11 +10,12 @@ import onnxruntime as ort
 import pytest
 from numpy.typing import NDArray
 
+from custom_components.yomiage.engine import voice as voice_module
 from custom_components.yomiage.engine.bundle import Bundle
 from custom_components.yomiage.engine.decoder_graph import read_split, split_decoder
 from custom_components.yomiage.engine.runtime import SessionFactory
 from custom_components.yomiage.engine.text.frontend import Frontend, PhoneSequence
-from custom_components.yomiage.engine.voice import ModelInputs, Voice
+from custom_components.yomiage.engine.voice import ModelInputs, Voice, decode_spans
 
 from .onnx_build import ModelBuilder, conv_attributes
 from .test_optimize import synthesizer_feeds
@@ -142,9 +143,10 @@ def test_pieces_add_up_to_the_whole_sentence(voice: Voice) -> None:
     sequence, bert, style = sentence(voice, "今日は天気がいいので、公園まで散歩に行きましょう。")
     whole = voice.synthesize(sequence, bert, style, QUIET_INPUTS)
     pieces = list(voice.synthesize_pieces(sequence, bert, style, QUIET_INPUTS, first_frames=7))
-    assert len(pieces) == 2
-    assert pieces[0].shape == (7 * 512,)
-    np.testing.assert_allclose(np.concatenate(pieces), whole, atol=TOLERANCE, rtol=0)
+    assert [piece.last for piece in pieces] == [False, True]
+    assert pieces[0].samples.shape == (7 * 512,)
+    joined = np.concatenate([piece.samples for piece in pieces])
+    np.testing.assert_allclose(joined, whole, atol=TOLERANCE, rtol=0)
     # The published, unsplit graph agrees as well (same threads: durations are rounded up, so
     # a different summation order could move a phone by a frame).
     feeds = voice._feeds(sequence, bert, style, QUIET_INPUTS)
@@ -157,4 +159,38 @@ def test_pieces_add_up_to_the_whole_sentence(voice: Voice) -> None:
 def test_short_sentence_comes_in_one_piece(voice: Voice) -> None:
     sequence, bert, style = sentence(voice, "はい。")
     pieces = voice.synthesize_pieces(sequence, bert, style, QUIET_INPUTS, first_frames=400)
-    assert len(list(pieces)) == 1
+    assert [piece.last for piece in pieces] == [True]
+
+
+def test_long_sentence_is_decoded_in_bounded_pieces(
+    voice: Voice, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sequence, bert, style = sentence(voice, "今日は天気がいいので、公園まで散歩に行きましょう。")
+    whole = voice.synthesize(sequence, bert, style, QUIET_INPUTS)
+    frames = whole.shape[0] // 512
+    limit = frames // 3 + 1
+    monkeypatch.setattr(voice_module, "MAX_DECODE_FRAMES", limit)
+    pieces = list(voice.synthesize_pieces(sequence, bert, style, QUIET_INPUTS, first_frames=None))
+    assert [piece.last for piece in pieces] == [False, False, True]
+    assert max(piece.samples.shape[0] for piece in pieces) <= limit * 512
+    joined = np.concatenate([piece.samples for piece in pieces])
+    np.testing.assert_allclose(joined, whole, atol=TOLERANCE, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("frames", "first", "limit", "expected"),
+    [
+        (10, 48, 768, [(0, 10)]),  # shorter than the first piece and its overlap: one run
+        (64, 48, 768, [(0, 64)]),
+        (65, 48, 768, [(0, 48), (48, 65)]),
+        (768, None, 768, [(0, 768)]),
+        (769, None, 768, [(0, 385), (385, 769)]),
+        (2000, 48, 768, [(0, 48), (48, 699), (699, 1350), (1350, 2000)]),
+    ],
+)
+def test_decode_spans_cover_every_frame_once(
+    frames: int, first: int | None, limit: int, expected: list[tuple[int, int]]
+) -> None:
+    spans = decode_spans(frames, first, 16, limit)
+    assert spans == expected
+    assert [low for low, _ in spans[1:]] == [high for _, high in spans[:-1]]

@@ -281,13 +281,28 @@ def test_resident_features_are_the_host_features(forced_cuda_engine: Engine) -> 
     )
 
 
-def test_device_path_refuses_mixed_batches_and_bad_word2ph(forced_cuda_engine: Engine) -> None:
+def test_device_path_joins_features_of_separate_batches_like_the_host(
+    forced_cuda_engine: Engine,
+) -> None:
+    path = forced_cuda_engine._features
+    assert isinstance(path, DevicePath)
+    texts = ["はい。", "いいえ、違います。", "そうです。"]
+    (first,) = path.char_features(texts[:1])  # streaming: the first sentence's own batch
+    rest = path.char_features(texts[1:])
+    joined = path.join([first, *rest])
+    assert isinstance(joined, DeviceFeatures)
+    on_host = [*forced_cuda_engine._bert.char_features(texts[:1])]
+    on_host += forced_cuda_engine._bert.char_features(texts[1:])
+    word2ph = np.ones(len(joined), dtype=np.int64)
+    np.testing.assert_array_equal(
+        path.spread_over_phones(joined, word2ph).numpy()[0].T, join_char_features(on_host)
+    )
+
+
+def test_device_path_refuses_bad_word2ph_and_host_features(forced_cuda_engine: Engine) -> None:
     path = forced_cuda_engine._features
     assert isinstance(path, DevicePath)
     (first,) = path.char_features(["はい。"])
-    (second,) = path.char_features(["いいえ。"])
-    with pytest.raises(ValueError, match="one BERT batch"):
-        path.join([first, second])
     with pytest.raises(ValueError, match="word2ph has 2 entries for 5 tokens"):
         path.spread_over_phones(first, np.array([1, 1], dtype=np.int64))
     with pytest.raises(TypeError, match="host features"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -22,9 +23,11 @@ from .errors import BundleError, UnknownVoiceError
 from .runtime import SessionFactory, SplitSessions
 from .text.frontend import PhoneSequence
 
-# First piece of a streamed sentence: 48 frames = 0.56 s of audio at hop 512 / 44.1 kHz. The
-# rest of the sentence is decoded while it plays; a gap follows only when that takes longer.
+# Smallest first piece of a streamed sentence: 48 frames = 0.56 s of audio at hop 512 / 44.1 kHz.
+# DecodeSpeed grows it until the rest of the sentence is decoded before it has finished playing.
 FIRST_PIECE_FRAMES = 48
+# Headroom on the measured decoding speed when sizing the first piece (the machine is shared).
+_SPEED_MARGIN = 1.3
 # The decoder's activations grow with the frames it decodes at once (~0.3 MB per frame at full
 # size): a 17 s sentence in one run would take ~450 MB of arena on a Pi. Longer sentences are
 # decoded in pieces of at most this many frames (8.9 s); each piece costs 2 x context (16) frames
@@ -35,6 +38,36 @@ MAX_DECODE_FRAMES = 768
 class DecodedPiece(NamedTuple):
     samples: NDArray[np.float32]  # float32 [samples] in [-1, 1]
     last: bool  # the sentence ends with it
+
+
+class DecodeSpeed:
+    """How fast this machine decodes, learnt from the decoder's own runs. It sizes a streamed
+    sentence's first piece: large enough that the rest of the sentence is decoded before that
+    piece has played, so that playback never waits in the middle of a word (a wait between
+    sentences only lengthens a pause)."""
+
+    def __init__(self, frame_s: float) -> None:
+        self._frame_s = frame_s  # seconds of audio per latent frame
+        self._seconds_per_frame: float | None = None
+        self._lock = threading.Lock()
+
+    def record(self, frames: int, seconds: float) -> None:
+        if frames <= 0:
+            return
+        observed = seconds / frames
+        with self._lock:
+            known = self._seconds_per_frame
+            self._seconds_per_frame = (
+                observed if known is None else known + 0.3 * (observed - known)
+            )
+
+    def first_piece(self, frames: int, context: int, minimum: int) -> int:
+        """Frames f such that the rest, frames - f + context, decodes in at most the time f plays:
+        f >= (frames + context) * cost / (cost + frame_s). Half the sentence before any run."""
+        with self._lock:
+            cost = self._seconds_per_frame
+        cost = self._frame_s if cost is None else cost * _SPEED_MARGIN
+        return max(minimum, math.ceil((frames + context) * cost / (cost + self._frame_s)))
 
 
 @dataclass(frozen=True)
@@ -61,6 +94,8 @@ class Voice:
         self._duration_predictor: Any = None
         self._split: SplitSessions | None = None
         self._split_checked = False
+        config = files.config
+        self._decode_speed = DecodeSpeed(config.hop_length / config.sample_rate)
 
     @property
     def has_duration_predictor(self) -> bool:
@@ -104,10 +139,11 @@ class Voice:
         inputs: ModelInputs,
         first_frames: int | None = FIRST_PIECE_FRAMES,
     ) -> Iterator[DecodedPiece]:
-        """The sentence's audio as it is decoded: its first ``first_frames`` latent frames (512
-        samples each), then the rest in pieces of at most ``MAX_DECODE_FRAMES``. Together the same
-        samples as one whole run. One piece when the graph cannot be split or the sentence is
-        short and ``first_frames`` is None."""
+        """The sentence's audio as it is decoded: an early first piece of at least
+        ``first_frames`` latent frames (512 samples each; more where decoding the rest would
+        outlast its playing, see ``DecodeSpeed``), then the rest in pieces of at most
+        ``MAX_DECODE_FRAMES``. Together the same samples as one whole run. One piece when the
+        graph cannot be split, or the sentence is short and ``first_frames`` is None."""
         feeds = self._feeds(sequence, bert, style_vector, inputs)
         feeds["noise_scale"] = _scalar(inputs.noise_scale)
         split = self._split_sessions()
@@ -115,7 +151,30 @@ class Voice:
             (audio,) = self._synthesizer_session().run(["audio"], feeds)
             yield DecodedPiece(np.asarray(audio, dtype=np.float32).reshape(-1), last=True)
             return
-        yield from _decode_in_pieces(split, feeds, first_frames)
+        yield from self._decode_in_pieces(split, feeds, first_frames)
+
+    def _decode_in_pieces(
+        self, split: SplitSessions, feeds: dict[str, NDArray[Any]], first_frames: int | None
+    ) -> Iterator[DecodedPiece]:
+        """Run the front once, then the decoder over frame spans, each with ``context`` frames of
+        overlap either side (its receptive field), trimmed off again: the samples of one run."""
+        front = split.front.run(list(split.boundary), feeds)
+        boundary = dict(zip(split.boundary, front, strict=True))
+        frames = max(value.shape[-1] for value in boundary.values())
+        context, hop = split.shape.context, split.shape.hop
+        if first_frames is not None:
+            first_frames = self._decode_speed.first_piece(frames, context, first_frames)
+        for start, stop in decode_spans(frames, first_frames, context, MAX_DECODE_FRAMES):
+            low, high = max(0, start - context), min(frames, stop + context)
+            window = {
+                name: value[..., low:high] if value.shape[-1] == frames else value
+                for name, value in boundary.items()
+            }
+            started = time.perf_counter()
+            (audio,) = split.decoder.run(None, window)
+            self._decode_speed.record(high - low, time.perf_counter() - started)
+            samples = np.asarray(audio, dtype=np.float32).reshape(-1)
+            yield DecodedPiece(samples[(start - low) * hop : (stop - low) * hop], stop == frames)
 
     def durations(
         self,
@@ -210,26 +269,6 @@ class Voice:
             if self._duration_predictor is None:
                 self._duration_predictor = self._sessions.create(path)
             return self._duration_predictor
-
-
-def _decode_in_pieces(
-    split: SplitSessions, feeds: dict[str, NDArray[Any]], first_frames: int | None
-) -> Iterator[DecodedPiece]:
-    """Run the front once, then the decoder over frame spans, each with ``context`` frames of
-    overlap either side (its receptive field), trimmed off again: the samples of one run."""
-    boundary = dict(zip(split.boundary, split.front.run(list(split.boundary), feeds), strict=True))
-    frames = max(value.shape[-1] for value in boundary.values())
-    context, hop = split.shape.context, split.shape.hop
-    spans = decode_spans(frames, first_frames, context, MAX_DECODE_FRAMES)
-    for start, stop in spans:
-        low, high = max(0, start - context), min(frames, stop + context)
-        window = {
-            name: value[..., low:high] if value.shape[-1] == frames else value
-            for name, value in boundary.items()
-        }
-        (audio,) = split.decoder.run(None, window)
-        samples = np.asarray(audio, dtype=np.float32).reshape(-1)
-        yield DecodedPiece(samples[(start - low) * hop : (stop - low) * hop], stop == frames)
 
 
 def decode_spans(

@@ -15,7 +15,7 @@ from custom_components.yomiage.engine.bundle import Bundle
 from custom_components.yomiage.engine.decoder_graph import read_split, split_decoder
 from custom_components.yomiage.engine.runtime import SessionFactory
 from custom_components.yomiage.engine.text.frontend import Frontend, PhoneSequence
-from custom_components.yomiage.engine.voice import ModelInputs, Voice, decode_spans
+from custom_components.yomiage.engine.voice import DecodeSpeed, ModelInputs, Voice, decode_spans
 
 from .onnx_build import ModelBuilder, conv_attributes
 from .test_optimize import synthesizer_feeds
@@ -194,3 +194,30 @@ def test_decode_spans_cover_every_frame_once(
     spans = decode_spans(frames, first, 16, limit)
     assert spans == expected
     assert [low for low, _ in spans[1:]] == [high for _, high in spans[:-1]]
+
+
+FRAME_S = 512 / 44100
+
+
+def test_first_piece_is_half_the_sentence_before_any_decoding_was_timed() -> None:
+    speed = DecodeSpeed(FRAME_S)
+    assert speed.first_piece(200, 16, 48) == 108  # (200 + 16) / 2: decoding as fast as playing
+
+
+def test_first_piece_covers_the_time_the_rest_takes_to_decode() -> None:
+    speed = DecodeSpeed(FRAME_S)
+    speed.record(100, 100 * FRAME_S / 2)  # twice as fast as real time
+    frames, context = 300, 16
+    first = speed.first_piece(frames, context, 48)
+    cost = FRAME_S / 2 * 1.3  # with the headroom for a shared machine
+    assert (frames - first + context) * cost <= first * FRAME_S
+    assert (frames - first + 1 + context) * cost > (first - 1) * FRAME_S  # and no larger
+
+
+def test_first_piece_is_never_below_the_minimum_and_follows_the_machine() -> None:
+    speed = DecodeSpeed(FRAME_S)
+    speed.record(100, 0.001)  # a fast machine
+    assert speed.first_piece(300, 16, 48) == 48
+    for _ in range(20):
+        speed.record(100, 100 * FRAME_S * 2)  # the machine became busy: slower than real time
+    assert speed.first_piece(300, 16, 48) > 300 * 2 / 3

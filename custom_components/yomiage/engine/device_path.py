@@ -76,9 +76,11 @@ class FeaturePath(Protocol):
         style_vector: NDArray[np.float32],
         inputs: ModelInputs,
         first_frames: int | None,
+        lead: tuple[float | None, float],
     ) -> Iterator[DecodedPiece]:
         """The same samples as ``synthesize``, in pieces as they are decoded (the first one
-        early when ``first_frames`` is set and the path can do it)."""
+        early when ``first_frames`` is set and the path can do it; ``lead``: seconds of
+        audio the player has yet to play, None before it starts, and the pause before)."""
         ...
 
     def durations(
@@ -128,9 +130,10 @@ class HostPath:
         style_vector: NDArray[np.float32],
         inputs: ModelInputs,
         first_frames: int | None,
+        lead: tuple[float | None, float],
     ) -> Iterator[DecodedPiece]:
         bert = spread_over_phones(_on_host(features), sequence.word2ph)
-        return voice.synthesize_pieces(sequence, bert, style_vector, inputs, first_frames)
+        return voice.synthesize_pieces(sequence, bert, style_vector, inputs, first_frames, lead)
 
     def durations(
         self,
@@ -206,6 +209,7 @@ class DevicePath:
         style_vector: NDArray[np.float32],
         inputs: ModelInputs,
         first_frames: int | None,
+        lead: tuple[float | None, float],
     ) -> Iterator[DecodedPiece]:
         """One piece: a GPU decodes a whole sentence in less time than a first piece plays."""
         yield DecodedPiece(self.synthesize(voice, sequence, features, style_vector, inputs), True)

@@ -49,6 +49,26 @@ class _Request:
     pause_scale: float
 
 
+class _Playback:
+    """A streaming listener's clock: playing starts with the first piece handed over and goes
+    on in real time; what has been handed over and not played yet is the player's lead."""
+
+    def __init__(self) -> None:
+        self._started: float | None = None
+        self._queued_s = 0.0
+
+    def queue(self, audio_s: float) -> None:
+        if self._started is None:
+            self._started = time.perf_counter()
+        self._queued_s += audio_s
+
+    def lead_s(self) -> float | None:
+        """Seconds handed over and not yet played; None before playing starts."""
+        if self._started is None:
+            return None
+        return max(0.0, self._queued_s - (time.perf_counter() - self._started))
+
+
 class Engine:
     def __init__(
         self,
@@ -107,7 +127,7 @@ class Engine:
         """The whole text at once (no early first piece: nobody listens before the end)."""
         request = self._request(options)
         sequences = self._analyse(self._checked_text(text))
-        chunks = list(self._stream(sequences, request, first_frames=None))
+        chunks = list(self._stream(sequences, request, playback=None))
         synthesis = Synthesis.from_chunks(chunks, self.sample_rate)
         self.recent.append(
             {
@@ -124,7 +144,7 @@ class Engine:
         before returning."""
         request = self._request(options)
         sequences = self._analyse(self._checked_text(text))
-        return self._stream(sequences, request, first_frames=FIRST_PIECE_FRAMES)
+        return self._stream(sequences, request, playback=_Playback())
 
     def stream_sentences(
         self, sentences: Iterable[str], options: SynthesisOptions | None = None
@@ -209,24 +229,25 @@ class Engine:
         return voice, style or voice.styles[0]
 
     def _stream(
-        self, sequences: list[PhoneSequence], request: _Request, first_frames: int | None
+        self, sequences: list[PhoneSequence], request: _Request, playback: _Playback | None
     ) -> Iterator[AudioChunk]:
         started = time.perf_counter()
         first, rest = sequences[0], sequences[1:]
         (first_features,) = self._run(self._features.char_features, [first.text])
-        yield from self._sentence(first, first_features, 0.0, request, started, first_frames)
+        yield from self._sentence(first, first_features, 0.0, request, started, playback)
         if not rest:
             return
         started = time.perf_counter()
         rest_features = self._run(self._features.char_features, [s.text for s in rest])
         pauses = self._pauses(sequences, [first_features, *rest_features], request)
         for sequence, features, pause in zip(rest, rest_features, pauses[1:], strict=True):
-            yield from self._sentence(sequence, features, pause, request, started, None)
+            yield from self._sentence(sequence, features, pause, request, started, playback)
             started = time.perf_counter()
 
     def _stream_arriving(self, pieces: Iterable[str], request: _Request) -> Iterator[AudioChunk]:
         pause = 0.0
         spoken = False
+        playback = _Playback()
         for piece in pieces:
             if not piece.strip() or not self._frontend.is_speakable(piece):
                 continue
@@ -234,9 +255,9 @@ class Engine:
             sequences = self._analyse(self._checked_text(piece))
             char_features = self._run(self._features.char_features, [s.text for s in sequences])
             for sequence, features in zip(sequences, char_features, strict=True):
-                first_frames = None if spoken else FIRST_PIECE_FRAMES
+                pause_before = pause if spoken else 0.0
                 yield from self._sentence(
-                    sequence, features, pause if spoken else 0.0, request, started, first_frames
+                    sequence, features, pause_before, request, started, playback
                 )
                 pause = self._own_trailing_pause(sequence, features, request)
                 spoken = True
@@ -251,17 +272,19 @@ class Engine:
         pause_before: float,
         request: _Request,
         started: float,
-        first_frames: int | None,
+        playback: _Playback | None,
     ) -> Iterator[AudioChunk]:
         """The sentence's audio piece by piece, each decoded under the model lock (another
-        request may take its turn between pieces)."""
+        request may take its turn between pieces). With a ``playback`` clock (streaming), its
+        first piece comes early, sized so that the player is not left waiting mid-sentence."""
         pieces = self._features.synthesize_pieces(
             request.voice,
             sequence,
             char_features,
             request.style_vector,
             request.inputs,
-            first_frames,
+            None if playback is None else FIRST_PIECE_FRAMES,
+            (None if playback is None else playback.lead_s(), pause_before),
         )
         try:
             starts = True
@@ -269,7 +292,7 @@ class Engine:
                 pcm = audio.to_pcm16(piece.samples)
                 if starts:
                     pcm = np.concatenate((audio.silence(pause_before, self.sample_rate), pcm))
-                yield AudioChunk(
+                chunk = AudioChunk(
                     pcm=pcm,
                     sample_rate=self.sample_rate,
                     text=sequence.text,
@@ -278,6 +301,9 @@ class Engine:
                     starts_sentence=starts,
                     ends_sentence=piece.last,
                 )
+                if playback is not None:
+                    playback.queue(chunk.audio_s)
+                yield chunk
                 starts = False
                 started = time.perf_counter()
         finally:

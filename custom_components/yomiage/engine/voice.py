@@ -61,13 +61,27 @@ class DecodeSpeed:
                 observed if known is None else known + 0.3 * (observed - known)
             )
 
-    def first_piece(self, frames: int, context: int, minimum: int) -> int:
-        """Frames f such that the rest, frames - f + context, decodes in at most the time f plays:
-        f >= (frames + context) * cost / (cost + frame_s). Half the sentence before any run."""
+    def first_piece(
+        self, frames: int, context: int, minimum: int, lead_s: float | None, pause_s: float = 0.0
+    ) -> int:
+        """Frames f of the first piece such that the player never waits inside the sentence.
+
+        Nothing playing yet (``lead_s`` None): the rest, frames - f + context, must decode while
+        f plays: f >= (frames + context) * cost / (cost + frame_s). Already playing, ``lead_s``
+        seconds ahead: the whole sentence (2 x context of overlap) must decode within that lead,
+        the pause and f: f >= ((frames + 2 context) * cost - lead_s - pause_s) / frame_s; no split
+        when the whole sentence decodes within the lead. Before any run, cost = frame_s.
+        """
         with self._lock:
             cost = self._seconds_per_frame
         cost = self._frame_s if cost is None else cost * _SPEED_MARGIN
-        return max(minimum, math.ceil((frames + context) * cost / (cost + self._frame_s)))
+        if lead_s is None:
+            wanted = (frames + context) * cost / (cost + self._frame_s)
+        elif frames * cost <= lead_s:
+            return frames
+        else:
+            wanted = ((frames + 2 * context) * cost - lead_s - pause_s) / self._frame_s
+        return min(frames, max(minimum, math.ceil(wanted)))
 
 
 @dataclass(frozen=True)
@@ -138,10 +152,13 @@ class Voice:
         style_vector: NDArray[np.float32],
         inputs: ModelInputs,
         first_frames: int | None = FIRST_PIECE_FRAMES,
+        lead: tuple[float | None, float] = (None, 0.0),
     ) -> Iterator[DecodedPiece]:
         """The sentence's audio as it is decoded: an early first piece of at least
         ``first_frames`` latent frames (512 samples each; more where decoding the rest would
-        outlast its playing, see ``DecodeSpeed``), then the rest in pieces of at most
+        outlast its playing; ``lead``: seconds of audio the player has yet to play, None before
+        it starts, and the pause before the sentence; see ``DecodeSpeed``), then the rest in
+        pieces of at most
         ``MAX_DECODE_FRAMES``. Together the same samples as one whole run. One piece when the
         graph cannot be split, or the sentence is short and ``first_frames`` is None."""
         feeds = self._feeds(sequence, bert, style_vector, inputs)
@@ -151,10 +168,14 @@ class Voice:
             (audio,) = self._synthesizer_session().run(["audio"], feeds)
             yield DecodedPiece(np.asarray(audio, dtype=np.float32).reshape(-1), last=True)
             return
-        yield from self._decode_in_pieces(split, feeds, first_frames)
+        yield from self._decode_in_pieces(split, feeds, first_frames, lead)
 
     def _decode_in_pieces(
-        self, split: SplitSessions, feeds: dict[str, NDArray[Any]], first_frames: int | None
+        self,
+        split: SplitSessions,
+        feeds: dict[str, NDArray[Any]],
+        first_frames: int | None,
+        lead: tuple[float | None, float],
     ) -> Iterator[DecodedPiece]:
         """Run the front once, then the decoder over frame spans, each with ``context`` frames of
         overlap either side (its receptive field), trimmed off again: the samples of one run."""
@@ -163,7 +184,7 @@ class Voice:
         frames = max(value.shape[-1] for value in boundary.values())
         context, hop = split.shape.context, split.shape.hop
         if first_frames is not None:
-            first_frames = self._decode_speed.first_piece(frames, context, first_frames)
+            first_frames = self._decode_speed.first_piece(frames, context, first_frames, *lead)
         for start, stop in decode_spans(frames, first_frames, context, MAX_DECODE_FRAMES):
             low, high = max(0, start - context), min(frames, stop + context)
             window = {

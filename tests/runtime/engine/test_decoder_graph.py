@@ -139,7 +139,8 @@ def test_no_split_without_the_cache_or_for_a_graph_without_decoder(
     assert len(list((tmp_path / "sessions").glob("duration_predictor.split-*.json"))) == 1
 
 
-def test_pieces_add_up_to_the_whole_sentence(voice: Voice) -> None:
+def test_pieces_add_up_to_the_whole_sentence(voice: Voice, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(DecodeSpeed, "first_piece", lambda self, frames, ctx, least, *_: least)
     sequence, bert, style = sentence(voice, "今日は天気がいいので、公園まで散歩に行きましょう。")
     whole = voice.synthesize(sequence, bert, style, QUIET_INPUTS)
     pieces = list(voice.synthesize_pieces(sequence, bert, style, QUIET_INPUTS, first_frames=7))
@@ -201,23 +202,37 @@ FRAME_S = 512 / 44100
 
 def test_first_piece_is_half_the_sentence_before_any_decoding_was_timed() -> None:
     speed = DecodeSpeed(FRAME_S)
-    assert speed.first_piece(200, 16, 48) == 108  # (200 + 16) / 2: decoding as fast as playing
+    assert speed.first_piece(200, 16, 48, None) == 108  # (200 + 16) / 2: decoding = playing
 
 
 def test_first_piece_covers_the_time_the_rest_takes_to_decode() -> None:
     speed = DecodeSpeed(FRAME_S)
     speed.record(100, 100 * FRAME_S / 2)  # twice as fast as real time
     frames, context = 300, 16
-    first = speed.first_piece(frames, context, 48)
+    first = speed.first_piece(frames, context, 48, None)
     cost = FRAME_S / 2 * 1.3  # with the headroom for a shared machine
     assert (frames - first + context) * cost <= first * FRAME_S
     assert (frames - first + 1 + context) * cost > (first - 1) * FRAME_S  # and no larger
 
 
+def test_while_playing_the_lead_and_the_pause_buy_decoding_time() -> None:
+    speed = DecodeSpeed(FRAME_S)
+    speed.record(100, 100 * FRAME_S / 2)
+    cost = FRAME_S / 2 * 1.3
+    frames, context = 300, 16
+    assert speed.first_piece(frames, context, 48, lead_s=frames * cost) == frames  # no split
+    small_lead = speed.first_piece(frames, context, 48, lead_s=0.5, pause_s=0.2)
+    first = small_lead
+    assert (frames + 2 * context) * cost <= 0.5 + 0.2 + first * FRAME_S
+    assert (frames + 2 * context) * cost > 0.5 + 0.2 + (first - 1) * FRAME_S
+    assert speed.first_piece(frames, context, 48, lead_s=2.0) < small_lead
+
+
 def test_first_piece_is_never_below_the_minimum_and_follows_the_machine() -> None:
     speed = DecodeSpeed(FRAME_S)
     speed.record(100, 0.001)  # a fast machine
-    assert speed.first_piece(300, 16, 48) == 48
+    assert speed.first_piece(300, 16, 48, None) == 48
     for _ in range(20):
         speed.record(100, 100 * FRAME_S * 2)  # the machine became busy: slower than real time
-    assert speed.first_piece(300, 16, 48) > 300 * 2 / 3
+    assert speed.first_piece(300, 16, 48, None) > 300 * 2 / 3
+    assert speed.first_piece(300, 16, 48, lead_s=0.0) == 300  # nothing can avoid the wait

@@ -59,8 +59,9 @@ def test_stream_sends_the_start_of_the_first_sentence_early(engine: Engine) -> N
     engine.synthesize(THREE_SENTENCES, QUIET)  # the engine learns how fast it decodes
     chunks = list(engine.stream(THREE_SENTENCES, QUIET))
     first, second = chunks[0], chunks[1]
-    # The tiny decoder is far faster than real time: the smallest first piece is enough.
-    assert first.pcm.shape == (FIRST_PIECE_FRAMES * 512,)
+    # The tiny decoder is many times faster than real time: a small first piece is enough.
+    sentence_samples = first.pcm.shape[0] + second.pcm.shape[0]
+    assert FIRST_PIECE_FRAMES * 512 <= first.pcm.shape[0] < sentence_samples / 2
     assert first.starts_sentence and not second.starts_sentence
     assert not first.ends_sentence and second.ends_sentence
     assert second.text == first.text and second.pause_before_s == 0.0

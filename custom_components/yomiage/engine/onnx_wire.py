@@ -24,12 +24,13 @@ MODEL_OPSET_IMPORT, MODEL_GRAPH = 8, 7
 GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_INPUT, GRAPH_OUTPUT, GRAPH_VALUE_INFO = 1, 5, 11, 12, 13
 NODE_INPUT, NODE_OUTPUT, NODE_NAME, NODE_OP_TYPE, NODE_ATTRIBUTE, NODE_DOMAIN = 1, 2, 3, 4, 5, 7
 ATTR_NAME, ATTR_I, ATTR_T, ATTR_G, ATTR_INTS, ATTR_GRAPHS, ATTR_TYPE = 1, 3, 5, 6, 8, 11, 20
-ATTR_TYPE_INTS = 7
+ATTR_TYPE_INT, ATTR_TYPE_INTS = 2, 7
 TENSOR_DIMS, TENSOR_DATA_TYPE, TENSOR_NAME, TENSOR_RAW_DATA, TENSOR_DATA_LOCATION = 1, 2, 8, 9, 14
-TENSOR_INT64 = 7
+TENSOR_FLOAT, TENSOR_INT64 = 1, 7
 TENSOR_EXTERNAL = 1
 VALUE_INFO_NAME, VALUE_INFO_TYPE = 1, 2
-TYPE_TENSOR, TENSOR_TYPE_SHAPE, SHAPE_DIM = 1, 2, 1
+TYPE_TENSOR, TENSOR_TYPE_ELEM_TYPE, TENSOR_TYPE_SHAPE, SHAPE_DIM = 1, 1, 2, 1
+DIM_VALUE, DIM_PARAM = 1, 2
 OPSET_DOMAIN, OPSET_VERSION = 1, 2
 
 
@@ -309,6 +310,37 @@ def int64_tensor(name: str, values: Sequence[int]) -> bytes:
     body += text_field(TENSOR_NAME, name)
     body += bytes_field(TENSOR_RAW_DATA, struct.pack(f"<{len(values)}q", *values))
     return bytes_field(GRAPH_INITIALIZER, body)
+
+
+def float_tensor(name: str, dims: Sequence[int], values: Sequence[float]) -> bytes:
+    """A small float32 initializer as a GraphProto field."""
+    body = ints_field(TENSOR_DIMS, dims)
+    body += varint_field(TENSOR_DATA_TYPE, TENSOR_FLOAT)
+    body += text_field(TENSOR_NAME, name)
+    body += bytes_field(TENSOR_RAW_DATA, struct.pack(f"<{len(values)}f", *values))
+    return bytes_field(GRAPH_INITIALIZER, body)
+
+
+def float_value_info(name: str, dims: Sequence[int | str]) -> bytes:
+    """A GraphProto value_info field declaring a float tensor's shape (numbers or symbols)."""
+    shape = b"".join(
+        bytes_field(
+            SHAPE_DIM,
+            varint_field(DIM_VALUE, dim) if isinstance(dim, int) else text_field(DIM_PARAM, dim),
+        )
+        for dim in dims
+    )
+    tensor_type = varint_field(TENSOR_TYPE_ELEM_TYPE, TENSOR_FLOAT)
+    tensor_type += bytes_field(TENSOR_TYPE_SHAPE, shape)
+    body = text_field(VALUE_INFO_NAME, name)
+    body += bytes_field(VALUE_INFO_TYPE, bytes_field(TYPE_TENSOR, tensor_type))
+    return bytes_field(GRAPH_VALUE_INFO, body)
+
+
+def int_attribute(name: str, value: int) -> bytes:
+    body = text_field(ATTR_NAME, name) + varint_field(ATTR_I, value)
+    body += varint_field(ATTR_TYPE, ATTR_TYPE_INT)
+    return bytes_field(NODE_ATTRIBUTE, body)
 
 
 def ints_attribute(name: str, values: Sequence[int]) -> bytes:

@@ -13,6 +13,13 @@ layout. Frame-rate convolutions (text encoder, flow) are left alone: along a few
 the 1-D kernels are as fast or faster. Same arithmetic, same weights (only their declared shape
 changes): outputs agree with the original to float rounding (~1e-6).
 
+Two more exact changes keep the work in the blocked kernels (measured in docs/PERFORMANCE.md):
+identity 1x1 depthwise convolutions after each ConvTranspose and in front of LeakyRelus
+onnxruntime cannot fuse, with declared shapes, so that a stage's residual stream stays blocked
+(``_Plan._keep_blocked``); and the narrow end of the decoder (16 and 32 channels) runs as two
+overlapping halves in one batch, so that its blocked convolutions give both threads work
+(``_Tail``).
+
 runtime.py builds a session from the rewritten graph once, saves onnxruntime's own optimised form
 of it (ORT format) under ``cache_entry``, and memory-maps that file on every later load.
 """
@@ -20,10 +27,11 @@ of it (ORT format) under ``cache_entry``, and memory-maps that file on every lat
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,15 +40,21 @@ from .onnx_wire import Chunks, Node, Tensor
 
 _LOGGER = logging.getLogger(__name__)
 
-REWRITE_VERSION = 3  # bump when the rewrite changes: cached graphs are then rebuilt
+REWRITE_VERSION = 4  # bump when the rewrite changes: cached graphs are then rebuilt
 # Convolutions with fewer input or output channels stay 1-D: the blocked kernels split a
 # [C, 1, T] convolution between threads by blocks of channels, so a 16- or 32-channel one runs on
 # one thread, while the 1-D GEMM splits along time (docs/PERFORMANCE.md).
 DEFAULT_MIN_CHANNELS = 64
 CONVOLUTIONS = frozenset({"Conv", "ConvTranspose"})
 ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "LeakyRelu", "Relu", "Tanh", "Sigmoid"})
+# onnxruntime's blocked layout takes channel counts that fill its blocks (8 floats on AVX2 and
+# NEON, 16 on AVX-512).
+BLOCKED_CHANNELS_MULTIPLE = 16
 _SQUEEZE_AXES_AS_INPUT = 13  # from opset 13 on, Squeeze/Unsqueeze take axes as an input
+_PAIRS_OPSET = 13  # int64 Min (12) and Slice with inputs (10) for the narrow tail's halves
 _LIFTED_AXIS = 2  # [N, C, T] -> [N, C, 1, T]
+_TIME_AXIS = 3  # of a lifted tensor
+_LAST = (1 << 63) - 1  # a Slice end that means "to the end"
 
 
 def default_cache_dir() -> Path:
@@ -66,10 +80,11 @@ def lift_convolutions(
     graph = _Graph.parse(wire.as_message(graph_field.value))
     if any(tensor.external for tensor in graph.initializers.values()):
         return None  # a copy elsewhere would lose the relative paths of its weight files
-    plan = _Plan.make(graph, min_channels, audio_rate_only)
+    opset = _default_opset(model_fields)
+    plan = _Plan.make(graph, min_channels, audio_rate_only, pairs=opset >= _PAIRS_OPSET)
     if not plan.lifted:
         return None
-    new_graph = _Emitter(graph, plan, _default_opset(model_fields)).encode()
+    new_graph = _Emitter(graph, plan, opset).encode()
     out = Chunks()
     for item in model_fields:
         if item is graph_field:
@@ -221,14 +236,26 @@ class _Plan:
     lifted: set[int]  # node positions
     lifted_tensors: set[str]
     retyped_weights: set[str]  # Conv weights whose declared shape simply gains the unit axis
+    tail: _Tail | None = None
+    extents: dict[str, _Extent] = field(default_factory=dict)  # lifted and entering tensors
+    blocked_after: set[int] = field(default_factory=set)  # ConvTranspose positions
+    blocked_before: set[int] = field(default_factory=set)  # LeakyRelu positions
 
     @classmethod
-    def make(cls, graph: _Graph, min_channels: int, audio_rate_only: bool) -> _Plan:
+    def make(
+        cls, graph: _Graph, min_channels: int, audio_rate_only: bool, pairs: bool = True
+    ) -> _Plan:
         plan = cls(set(), set(), set())
         in_scope = _upsampled_nodes(graph) if audio_rate_only else set(graph.nodes)
+        plan.tail = _narrow_tail(graph, in_scope, min_channels) if pairs else None
+        paired = plan.tail.nodes if plan.tail is not None else set()
         for position, node in graph.nodes.items():
-            if _liftable(node, graph, plan.lifted_tensors, min_channels, position in in_scope):
+            # In the paired tail every convolution lifts: two halves give both threads work.
+            width = 0 if position in paired else min_channels
+            if _liftable(node, graph, plan.lifted_tensors, width, position in in_scope):
                 plan._lift(position, node)
+        if plan.tail is not None and not plan.tail.nodes <= plan.lifted:
+            plan.tail = None  # cannot happen for a valid tail; never pair an unlifted node
         # Backwards: glue that only feeds the region (a LeakyRelu before the first convolution)
         # joins it, so that its input enters the region once instead of twice.
         consumers = graph.consumers()
@@ -237,7 +264,46 @@ class _Plan:
             if position not in plan.lifted and plan._only_feeds_region(node, graph, consumers):
                 plan._lift(position, node)
         plan.retyped_weights = _weights_only_lifted_convs_use(graph, plan.lifted)
+        plan.extents = _extents(graph, plan.lifted, plan.tail)
+        plan._keep_blocked(graph, consumers)
         return plan
+
+    def _keep_blocked(self, graph: _Graph, consumers: dict[str, list[int]]) -> None:
+        """Where an identity depthwise convolution keeps a region in the blocked layout.
+
+        onnxruntime's NCHWc pass converts convolutions, Add and a few activations, not
+        ConvTranspose nor a LeakyRelu it cannot fuse into the convolution before it: around
+        those it reorders whole tensors in and out of the blocked layout, and the residual Adds
+        then run unblocked too. A 1x1 depthwise convolution with weights 1 is exact (x * 1) and
+        blocked: after a ConvTranspose it starts the blocked residual stream; in front of a
+        LeakyRelu onnxruntime fuses the two into one blocked kernel.
+        """
+        producers = {out: p for p, node in graph.nodes.items() for out in node.outputs}
+        for position in self.lifted:
+            node = graph.nodes[position]
+            if node.op_type == "ConvTranspose" and self._blocked_width(node.outputs[0]):
+                self.blocked_after.add(position)
+            elif node.op_type == "LeakyRelu" and self._blocked_width(node.inputs[0]):
+                source = producers.get(node.inputs[0])
+                if source is not None and self._arrives_blocked(graph, source, consumers):
+                    self.blocked_before.add(position)
+
+    def _arrives_blocked(self, graph: _Graph, source: int, consumers: dict[str, list[int]]) -> bool:
+        """Whether onnxruntime produces this LeakyRelu's input blocked without fusing the two:
+        an Add, a ConvTranspose made blocked, or a Conv read by more than the LeakyRelu (a
+        Conv's only LeakyRelu is fused into it)."""
+        node = graph.nodes[source]
+        if source not in self.lifted:
+            return False
+        if node.op_type == "Conv":
+            return len(consumers.get(node.outputs[0], [])) > 1
+        return node.op_type == "Add" or source in self.blocked_after
+
+    def _blocked_width(self, name: str) -> bool:
+        extent = self.extents.get(name)
+        if name not in self.lifted_tensors or extent is None or not extent.channels:
+            return False
+        return extent.channels % BLOCKED_CHANNELS_MULTIPLE == 0
 
     def _lift(self, position: int, node: Node) -> None:
         self.lifted.add(position)
@@ -327,6 +393,226 @@ def _weights_only_lifted_convs_use(graph: _Graph, lifted: set[int]) -> set[str]:
     return weights - graph.in_subgraphs
 
 
+# -- shapes of the lifted tensors ------------------------------------------------------------
+@dataclass(frozen=True)
+class _Extent:
+    """What the rewrite can tell of an [N, C, 1, T] tensor: C (None: unknown) and its length,
+    as a number shared by every tensor known to have the same length."""
+
+    channels: int | None
+    length: int
+    paired: bool = False  # in the narrow tail, whose batch holds the two halves
+
+    def dims(self) -> list[int | str]:
+        batch = "yomiage_pairs" if self.paired else "yomiage_n"
+        return [batch, self.channels or 0, 1, f"yomiage_t{self.length}"]
+
+
+def _extents(graph: _Graph, lifted: set[int], tail: _Tail | None) -> dict[str, _Extent]:
+    """Extents of the lifted tensors and of the tensors that enter the region.
+
+    onnxruntime's NCHWc pass keeps an Add blocked only when it can prove both inputs the same
+    shape; with a dynamic length it loses track after a dilated convolution. Declared here, the
+    shapes let every residual Add stay blocked and fuse into the convolution before it.
+    """
+    found: dict[str, _Extent] = {}
+    lengths = itertools.count()
+
+    def entering(name: str) -> _Extent:
+        if name not in found:
+            found[name] = _Extent(None, next(lengths))
+        return found[name]
+
+    for position in sorted(lifted):
+        node = graph.nodes[position]
+        if node.op_type in CONVOLUTIONS:
+            source = found.get(node.inputs[0]) or entering(node.inputs[0])
+            weight = graph.initializers.get(node.inputs[1])
+            channels = _output_channels(node, weight) if weight is not None else None
+            same = node.op_type == "Conv" and weight is not None and _keeps_length(node, weight)
+            length = source.length if same else next(lengths)
+            paired = tail is not None and position in tail.nodes
+            found[node.outputs[0]] = _Extent(channels, length, paired)
+        else:
+            extent = _elementwise_extent(node, graph, found, entering)
+            if extent is not None:
+                found[node.outputs[0]] = extent
+    return found
+
+
+def _elementwise_extent(
+    node: Node, graph: _Graph, found: dict[str, _Extent], entering: Callable[[str], _Extent]
+) -> _Extent | None:
+    """The common extent of the full-rank operands; None unless they provably agree."""
+    operands = [
+        found.get(name) or entering(name)
+        for name in node.inputs
+        if name and (name in found or graph.ranks.get(name, 0) >= 2)
+    ]
+    if not operands or any(extent != operands[0] for extent in operands):
+        return None
+    return operands[0]
+
+
+def _output_channels(node: Node, weight: Tensor) -> int:
+    if node.op_type == "Conv":
+        return weight.dims[0]
+    group = node.attribute("group")
+    return weight.dims[1] * (group.i if group is not None and group.i else 1)
+
+
+def _keeps_length(node: Node, weight: Tensor) -> bool:
+    """A stride-1 convolution padded by its dilated kernel's span: output as long as input."""
+    if node.attribute("auto_pad") is not None or len(weight.dims) != 3:
+        return False
+    strides = node.attribute("strides")
+    if strides is not None and any(stride != 1 for stride in strides.ints):
+        return False
+    dilations = node.attribute("dilations")
+    dilation = dilations.ints[0] if dilations is not None and dilations.ints else 1
+    pads = node.attribute("pads")
+    padding = sum(pads.ints) if pads is not None else 0
+    return padding == (weight.dims[2] - 1) * dilation
+
+
+# -- the narrow tail, run as two overlapping halves ------------------------------------------
+@dataclass(frozen=True)
+class _Tail:
+    """The decoder's end from the first upsampling to fewer than ``min_channels`` channels.
+
+    Blocked kernels split a convolution between threads by blocks of channels (and rows), so a
+    16- or 32-channel [N, C, 1, T] one runs on one thread. Here the ConvTranspose's output is
+    cut into two halves, each with ``halo`` extra samples of its neighbour, and stacked as a
+    batch of two: each half is one piece of work per convolution, both threads are busy, and
+    the blocked kernels' efficiency applies. A halo as wide as the tail's reach makes every kept
+    sample exactly what the whole sequence gives (the outer ends see zero padding as before).
+    """
+
+    entry: int  # position of the ConvTranspose whose output is cut in two
+    nodes: set[int]  # the entry and every node downstream of it
+    output: str  # the graph output the tail makes
+    halo: int  # samples at the entry's output rate
+    rate: int  # output samples per sample of the entry's output
+
+
+def _narrow_tail(graph: _Graph, in_scope: set[int], min_channels: int) -> _Tail | None:
+    entry = next(
+        (
+            position
+            for position in sorted(in_scope)
+            if _is_upsampling(graph.nodes[position])
+            and _narrow(graph.nodes[position], graph, min_channels)
+        ),
+        None,
+    )
+    if entry is None:
+        return None
+    nodes = _downstream(graph, entry)
+    output = _single_output(graph, nodes)
+    if output is None or not all(_pairable(graph.nodes[p], graph, nodes) for p in nodes):
+        return None
+    reach = _reach(graph, entry, nodes)
+    if reach is None or output not in reach:
+        return None
+    samples, rate = reach[output]
+    return _Tail(entry, nodes, output, halo=-(-samples // rate) + 1, rate=rate)
+
+
+def _narrow(node: Node, graph: _Graph, min_channels: int) -> bool:
+    weight = graph.initializers.get(node.inputs[1]) if len(node.inputs) > 1 else None
+    return weight is not None and len(weight.dims) == 3 and weight.dims[1] < min_channels
+
+
+def _downstream(graph: _Graph, start: int) -> set[int]:
+    found = {start}
+    made = set(graph.nodes[start].outputs)
+    for position in sorted(graph.nodes):
+        if position > start and made.intersection(graph.nodes[position].inputs):
+            found.add(position)
+            made.update(graph.nodes[position].outputs)
+    return found
+
+
+def _single_output(graph: _Graph, nodes: set[int]) -> str | None:
+    """The one graph output the tail makes, if nothing outside the tail reads its tensors."""
+    made = {name for p in nodes for name in graph.nodes[p].outputs}
+    if made & graph.in_subgraphs:
+        return None
+    for position, node in graph.nodes.items():
+        if position not in nodes and made.intersection(node.inputs):
+            return None
+    outputs = made & graph.outputs
+    return next(iter(outputs)) if len(outputs) == 1 else None
+
+
+def _pairable(node: Node, graph: _Graph, nodes: set[int]) -> bool:
+    """Ops that treat the halves alike and keep lengths in step (so that the halves can be
+    cut back out by arithmetic on the entry's length)."""
+    if node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
+        return False
+    if node.op_type in CONVOLUTIONS:
+        weight = graph.initializers.get(node.inputs[1]) if len(node.inputs) > 1 else None
+        if weight is None or len(weight.dims) != 3:
+            return False
+        if node.op_type == "Conv":
+            return _keeps_length(node, weight)
+        return _scales_length(node, weight) is not None
+    if node.op_type not in ELEMENTWISE:
+        return False
+    made = {name for p in nodes for name in graph.nodes[p].outputs}
+    return all(name in made or _is_scalar(name, graph) for name in node.inputs if name)
+
+
+def _is_scalar(name: str, graph: _Graph) -> bool:
+    """A single number (which broadcasts over both halves alike)."""
+    if graph.ranks.get(name) == 0:
+        return True
+    tensor = graph.initializers.get(name)
+    return tensor is not None and all(dim == 1 for dim in tensor.dims)
+
+
+def _scales_length(node: Node, weight: Tensor) -> int | None:
+    """The stride of a ConvTranspose whose output is exactly stride x its input, else None."""
+    if any(node.attribute(name) is not None for name in ("auto_pad", "output_shape")):
+        return None
+    stride = _first_int(node, "strides", 1)
+    if _first_int(node, "dilations", 1) != 1:
+        return None
+    pads = node.attribute("pads")
+    padding = sum(pads.ints) if pads is not None else 0
+    extra = _first_int(node, "output_padding", 0)
+    return stride if weight.dims[2] + extra - padding == stride else None
+
+
+def _first_int(node: Node, name: str, default: int) -> int:
+    attribute = node.attribute(name)
+    return attribute.ints[0] if attribute is not None and attribute.ints else default
+
+
+def _reach(graph: _Graph, entry: int, nodes: set[int]) -> dict[str, tuple[int, int]] | None:
+    """For each tail tensor: how many of its samples next to a cut can differ from the whole
+    sequence's, and its rate in samples per sample of the entry's output."""
+    reach = {graph.nodes[entry].outputs[0]: (0, 1)}
+    for position in sorted(nodes - {entry}):
+        node = graph.nodes[position]
+        known = [reach[name] for name in node.inputs if name in reach]
+        if not known or any(rate != known[0][1] for _, rate in known):
+            return None
+        samples, rate = max(known)
+        if node.op_type == "Conv":
+            weight = graph.initializers[node.inputs[1]]
+            span = (weight.dims[2] - 1) * _first_int(node, "dilations", 1)
+            pads = node.attribute("pads")
+            left = pads.ints[0] if pads is not None and pads.ints else 0
+            samples += max(left, span - left)
+        elif node.op_type == "ConvTranspose":
+            weight = graph.initializers[node.inputs[1]]
+            stride = _scales_length(node, weight) or 1
+            samples, rate = samples * stride + weight.dims[2], rate * stride
+        reach[node.outputs[0]] = (samples, rate)
+    return reach
+
+
 # -- writing the new graph -------------------------------------------------------------------
 _SPATIAL_ATTRIBUTES = {  # how a 1-D convolution attribute reads in 2-D with a unit height
     "kernel_shape": lambda v: [1, *v],
@@ -349,6 +635,15 @@ class _Emitter:
         self.renamed = {name: self._fresh(f"{name}/4d") for name in sorted(plan.lifted_tensors)}
         self.unsqueezed: dict[tuple[str, int], str] = {}
         self.axes_tensors: dict[int, str] = {}
+        self.identity_weights: dict[int, str] = {}  # by channel count
+        self.int_constants: dict[int, str] = {}  # one-element int64 tensors, by value
+        self.pending: list[bytes] = []  # nodes of the halves' arithmetic, not yet written
+        self.halves: _Halves | None = None
+        self.declared: dict[str, _Extent] = {
+            self.renamed[name]: extent
+            for name, extent in plan.extents.items()
+            if name in self.renamed and extent.channels
+        }
         self.counter = 0
 
     def encode(self) -> Chunks:
@@ -358,11 +653,17 @@ class _Emitter:
                 out.add(part)
         for axis, name in sorted(self.axes_tensors.items()):
             out.add(wire.int64_tensor(name, [axis]))
+        for value, name in sorted(self.int_constants.items()):
+            out.add(wire.int64_tensor(name, [value]))
+        for channels, name in sorted(self.identity_weights.items()):
+            out.add(wire.float_tensor(name, [channels, 1, 1, 1], [1.0] * channels))
+        for name, extent in sorted(self.declared.items()):
+            out.add(wire.float_value_info(name, extent.dims()))
         return out
 
     def _rewrite(self, position: int, item: wire.Field) -> Iterator[bytes | memoryview]:
         if position in self.plan.lifted:
-            yield from self._lifted_node(self.graph.nodes[position])
+            yield from self._lifted_node(position, self.graph.nodes[position])
         elif item.number == wire.GRAPH_INITIALIZER:
             tensor = wire.parse_tensor(item)
             if tensor.name in self.plan.retyped_weights:
@@ -376,25 +677,98 @@ class _Emitter:
         else:
             yield item.raw
 
-    def _lifted_node(self, node: Node) -> list[bytes]:
+    def _lifted_node(self, position: int, node: Node) -> list[bytes]:
         """The node at rank 4, after the Unsqueezes its inputs need and before its Squeeze."""
         encoded: list[bytes] = []
         inputs = [self._input_at_rank_4(node, index, encoded) for index in range(len(node.inputs))]
         output = node.outputs[0]
+        target = self.renamed[output]
+        if position in self.plan.blocked_before:
+            inputs[0] = self._identity(inputs[0], self.plan.extents[node.inputs[0]], encoded)
+        tail = self.plan.tail
+        entering_tail = tail is not None and position == tail.entry
+        if position in self.plan.blocked_after or entering_tail:
+            target = self._fresh(f"{output}/unblocked")
         encoded.append(
             wire.node_field(
                 node.op_type,
                 inputs,
-                [self.renamed[output]],
+                [target],
                 node.name,
                 node.domain,
                 [self._attribute(a) for a in node.attributes],
                 node.other,
             )
         )
+        if entering_tail:
+            target = self._pair_halves(target, encoded)
+            self.declared[target] = self.plan.extents[output]
+        if position in self.plan.blocked_after:
+            self._identity(target, self.plan.extents[output], encoded, self.renamed[output])
+        elif target != self.renamed[output]:
+            self.renamed[output] = target
         if self._needed_at_rank_3(output):
-            encoded.append(self._squeeze(self.renamed[output], output))
+            lifted = self.renamed[output]
+            if tail is not None and output == tail.output:
+                lifted = self._unpair_halves(lifted, encoded)
+            encoded.append(self._squeeze(lifted, output))
         return encoded
+
+    # The halves of the narrow tail (_Tail), by arithmetic on the entry's length T in the graph
+    # itself, so that any length works: half = ceil(T / 2), first = [0, min(T, half + halo)),
+    # second = as long, ending at T. Both are the whole sequence when T is short.
+    def _pair_halves(self, whole: str, encoded: list[bytes]) -> str:
+        assert self.plan.tail is not None
+        shape = self._op("Shape", whole)
+        n = self._op("Gather", shape, self._const(0), label="n")
+        length = self._op("Gather", shape, self._const(_TIME_AXIS), label="t")
+        rounded_up = self._op("Add", length, self._const(1))
+        half = self._op("Div", rounded_up, self._const(2), label="half")
+        wanted = self._op("Add", half, self._const(self.plan.tail.halo))
+        end = self._op("Min", length, wanted, label="end")
+        start = self._op("Sub", length, end, label="start")
+        first = self._op("Slice", whole, self._const(0), end, self._const(_TIME_AXIS))
+        second = self._op("Slice", whole, start, self._const(_LAST), self._const(_TIME_AXIS))
+        self.halves = _Halves(n, half, start)
+        return self._concat([first, second], f"{whole}/pair", 0, encoded)
+
+    def _unpair_halves(self, pair: str, encoded: list[bytes]) -> str:
+        """The kept samples of both halves end to end: [0, half) and [half, T), times rate."""
+        assert self.plan.tail is not None and self.halves is not None
+        halves, rate = self.halves, self._const(self.plan.tail.rate)
+        first_end = self._op("Mul", halves.half, rate)
+        skipped = self._op("Sub", halves.half, halves.start)
+        second_start = self._op("Mul", skipped, rate)
+        end, time = self._const(_LAST), self._const(_TIME_AXIS)
+        first = self._op("Slice", pair, self._const(0), halves.n, self._const(0))
+        second = self._op("Slice", pair, halves.n, end, self._const(0))
+        kept_first = self._op("Slice", first, self._const(0), first_end, time)
+        kept_second = self._op("Slice", second, second_start, end, time)
+        return self._concat([kept_first, kept_second], f"{pair}/whole", _TIME_AXIS, encoded)
+
+    def _op(self, op_type: str, *inputs: str, label: str = "") -> str:
+        """Queue a node of the halves' arithmetic or cutting; its output's name."""
+        self.counter += 1
+        output = self._fresh(f"yomiage/pairs/{label or op_type.lower()}")
+        name = f"yomiage/{op_type}/{self.counter}"
+        self.pending.append(wire.node_field(op_type, list(inputs), [output], name))
+        return output
+
+    def _concat(self, inputs: list[str], wanted: str, axis: int, encoded: list[bytes]) -> str:
+        """Write the queued nodes, then their Concat; its output's name."""
+        encoded.extend(self.pending)
+        self.pending = []
+        self.counter += 1
+        output = self._fresh(wanted)
+        attributes = [wire.int_attribute("axis", axis)]
+        name = f"yomiage/Concat/{self.counter}"
+        encoded.append(wire.node_field("Concat", inputs, [output], name, "", attributes))
+        return output
+
+    def _const(self, value: int) -> str:
+        if value not in self.int_constants:
+            self.int_constants[value] = self._fresh(f"yomiage/int_{value}")
+        return self.int_constants[value]
 
     def _input_at_rank_4(self, node: Node, index: int, encoded: list[bytes]) -> str:
         name = node.inputs[index]
@@ -412,6 +786,25 @@ class _Emitter:
             return name
         # A rank-r operand gains its unit axis just before its last one, as [N, C, T] does.
         return self._unsqueeze(name, rank - 1, encoded)
+
+    def _identity(
+        self, source: str, extent: _Extent, encoded: list[bytes], target: str = ""
+    ) -> str:
+        """``target`` = ``source`` through a 1x1 depthwise convolution with weights 1."""
+        channels = extent.channels or 0
+        if channels not in self.identity_weights:
+            self.identity_weights[channels] = self._fresh(f"yomiage/ones_{channels}")
+        target = target or self._fresh(f"{source}/blocked")
+        self.declared[target] = extent
+        self.counter += 1
+        attributes = [
+            wire.int_attribute("group", channels),
+            wire.ints_attribute("kernel_shape", [1, 1]),
+        ]
+        weight = self.identity_weights[channels]
+        name = f"yomiage/Identity/{self.counter}"
+        encoded.append(wire.node_field("Conv", [source, weight], [target], name, "", attributes))
+        return target
 
     def _unsqueeze(self, name: str, axis: int, encoded: list[bytes]) -> str:
         key = (name, axis)
@@ -452,6 +845,15 @@ class _Emitter:
             name = f"{wanted}_{suffix}"
         self.graph.names.add(name)
         return name
+
+
+@dataclass(frozen=True)
+class _Halves:
+    """Names of the one-element int64 tensors that describe the cut."""
+
+    n: str  # batch size before pairing
+    half: str  # ceil(T / 2)
+    start: str  # where the second half starts in the whole
 
 
 def _with_unit_axis(dims: list[int]) -> list[int]:

@@ -94,10 +94,14 @@ def nodes_of(model: bytes) -> list[wire.Node]:
     ]
 
 
+IDENTITY = "yomiage/Identity/"  # names of the identity convolutions that keep layouts blocked
+
+
 def kernel_ranks(model: bytes) -> list[int]:
+    """Ranks of the graph's own convolutions (not the identities the rewrite adds)."""
     ranks = []
     for node in nodes_of(model):
-        if node.op_type in ("Conv", "ConvTranspose"):
+        if node.op_type in ("Conv", "ConvTranspose") and not node.name.startswith(IDENTITY):
             kernel = node.attribute("kernel_shape")
             assert kernel is not None
             ranks.append(len(kernel.ints))

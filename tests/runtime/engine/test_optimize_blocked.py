@@ -1,0 +1,135 @@
+"""The rewrite's two ways of keeping work in onnxruntime's blocked kernels (engine/optimize.py):
+identity depthwise convolutions with declared shapes, and the narrow tail run as two halves."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from custom_components.yomiage.engine import onnx_wire as wire
+from custom_components.yomiage.engine import optimize
+from custom_components.yomiage.engine.optimize import lift_convolutions, write_lifted
+from custom_components.yomiage.engine.runtime import SessionFactory
+
+from .test_optimize import (
+    IDENTITY,
+    TOLERANCE,
+    lifted,
+    nodes_of,
+    residual_feeds,
+    residual_model,
+    run,
+    synthesizer_feeds,
+)
+
+
+def optimised_ops(model: bytes, tmp_path: Path) -> Counter[str]:
+    """Op types of onnxruntime's optimised form of ``model`` (2 threads, as the engine runs)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    options.log_severity_level = 3
+    saved = tmp_path / "optimised.onnx"
+    options.optimized_model_filepath = str(saved)
+    ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    return Counter(node.op_type for node in nodes_of(saved.read_bytes()))
+
+
+def test_identity_convolutions_keep_the_residual_stream_blocked(tmp_path: Path) -> None:
+    original = residual_model()
+    rewritten = lifted(original)
+    identities = [node for node in nodes_of(rewritten) if node.name.startswith(IDENTITY)]
+    # One after the ConvTranspose, one in front of the LeakyRelu that reads it.
+    assert len(identities) == 2
+    for node in identities:
+        group = node.attribute("group")
+        assert group is not None and group.i == 16
+    ops = optimised_ops(rewritten, tmp_path)
+    # The residual Add is fused into the blocked convolution before it; without the rewrite's
+    # identities and shapes onnxruntime keeps it (and reorders around it).
+    assert ops["Add"] == 0 and optimised_ops(original, tmp_path)["Add"] == 1
+    for frames in (1, 5, 64):
+        feeds = residual_feeds(frames)
+        for before, after in zip(run(original, feeds), run(rewritten, feeds), strict=True):
+            np.testing.assert_allclose(after, before, atol=TOLERANCE, rtol=0)
+
+
+def test_lifted_tensors_have_declared_shapes_with_shared_lengths() -> None:
+    rewritten = lifted(residual_model())
+    graph = next(f for f in wire.fields(memoryview(rewritten)) if f.number == wire.MODEL_GRAPH)
+    declared = [
+        wire.value_info_rank(item)
+        for item in wire.fields(wire.as_message(graph.value))
+        if item.number == wire.GRAPH_VALUE_INFO
+    ]
+    names = {name for name, rank in declared if rank == 4}
+    # The ConvTranspose's blocked copy, the residual sum and the dilated Conv's output.
+    assert {"up/4d", "s/4d", "c1/4d"} <= names
+
+
+# -- the narrow tail in two halves ----------------------------------------------------------
+@pytest.fixture
+def tiny_synthesizer(tiny_bundle: Path) -> Path:
+    return next((tiny_bundle / "onnx" / "speakers").iterdir()) / "synthesizer.onnx"
+
+
+def synthesize(session: ort.InferenceSession, phones: int) -> np.ndarray:
+    (audio,) = session.run(None, synthesizer_feeds(session, phones))
+    return np.asarray(audio)
+
+
+def test_narrow_tail_runs_as_two_halves_with_the_same_audio(
+    tiny_synthesizer: Path, tmp_path: Path
+) -> None:
+    rewritten = tmp_path / "synthesizer.onnx"
+    # Default width: the tiny decoder (16 channels at most) is all narrow tail.
+    assert write_lifted(tiny_synthesizer, rewritten)
+    ops = Counter(node.op_type for node in nodes_of(rewritten.read_bytes()))
+    assert ops["Concat"] >= 2 and ops["Slice"] >= 6  # cut into halves, and back
+    plain = SessionFactory(threads=2, use_cache=False)
+    before, after = plain.create(tiny_synthesizer), plain.create(rewritten)
+    for phones in (1, 5, 33, 80):  # from a handful of frames (both halves whole) up
+        expected, got = synthesize(before, phones), synthesize(after, phones)
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=0)
+
+
+def test_halves_need_their_halo(
+    tiny_synthesizer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without enough overlap the samples next to the cut change: the halo is what makes the
+    halves exact (and this test can tell)."""
+    narrow_tail = optimize._narrow_tail
+
+    def without_halo(*args: object) -> object:
+        tail = narrow_tail(*args)  # type: ignore[arg-type]
+        assert tail is not None and tail.halo > 8
+        return dataclasses.replace(tail, halo=1)
+
+    monkeypatch.setattr(optimize, "_narrow_tail", without_halo)
+    rewritten = tmp_path / "synthesizer.onnx"
+    assert write_lifted(tiny_synthesizer, rewritten)
+    plain = SessionFactory(threads=1, use_cache=False)
+    expected = synthesize(plain.create(tiny_synthesizer), 80)
+    got = synthesize(plain.create(rewritten), 80)
+    assert got.shape == expected.shape
+    assert np.abs(got - expected).max() > 100 * TOLERANCE
+
+
+def test_tail_is_left_whole_when_something_else_reads_it() -> None:
+    # residual_model's sum is also read by a ReduceMean (a second output): no clean tail, so
+    # with every convolution narrow nothing is lifted at all.
+    assert lift_convolutions(memoryview(residual_model()), min_channels=1000) is None
+
+
+def test_old_opsets_get_no_halves(tiny_synthesizer: Path) -> None:
+    model = memoryview(tiny_synthesizer.read_bytes())
+    graph = next(f for f in wire.fields(model) if f.number == wire.MODEL_GRAPH)
+    parsed = optimize._Graph.parse(wire.as_message(graph.value))
+    plan = optimize._Plan.make(parsed, 64, audio_rate_only=True, pairs=False)
+    assert plan.tail is None
+    assert optimize._Plan.make(parsed, 64, audio_rate_only=True).tail is not None

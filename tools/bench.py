@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
@@ -185,7 +186,7 @@ def _measure_text(
         for worker in order:
             _append(runs[worker.config.name], worker.ask("synth", text=text))
         for worker in order:
-            streamed = worker.ask("stream", text=text)
+            streamed = worker.ask("stream", text=text, whole=text_name == TTFA_TEXT)
             _append(runs[worker.config.name], {f"stream_{k}": v for k, v in streamed.items()})
     for name, values in runs.items():
         results["configs"][name]["texts"][text_name] = values
@@ -265,6 +266,7 @@ def _text_figures(runs: dict[str, list[float]]) -> dict[str, float]:
         "cpu_s": _median(runs["cpu_s"]),
         "speed": _median(speeds),
         "first_audio_s": _median(runs["stream_first_audio_s"]),
+        "waits_s": _median(runs["stream_waits_s"]) if "stream_waits_s" in runs else math.nan,
     }
 
 
@@ -365,8 +367,9 @@ def _targets_table(found: list[Target], ours: str, peer: str) -> list[str]:
 
 def _texts_table(table: dict[str, Figures]) -> list[str]:
     lines = [
-        "| text | engine | audio s | compute s | speed (x real time) | CPU s | first audio s |",
-        "|---|---|---|---|---|---|---|",
+        "| text | engine | audio s | compute s | speed (x real time) | CPU s | first audio s "
+        "| playback waits s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     texts = next(iter(table.values())).texts
     for text in texts:
@@ -374,9 +377,14 @@ def _texts_table(table: dict[str, Figures]) -> list[str]:
             f = fig.texts[text]
             lines.append(
                 f"| {text} | {name} | {f['audio_s']:.2f} | {f['compute_s']:.2f} | "
-                f"{f['speed']:.2f} | {f['cpu_s']:.2f} | {f['first_audio_s']:.2f} |"
+                f"{f['speed']:.2f} | {f['cpu_s']:.2f} | {f['first_audio_s']:.2f} | "
+                f"{_or_dash(f['waits_s'])} |"
             )
     return [*lines, ""]
+
+
+def _or_dash(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f}"
 
 
 def _load_table(table: dict[str, Figures]) -> list[str]:

@@ -104,13 +104,27 @@ def timed_synthesis(engine: Engine, text: str) -> dict[str, float]:
     }
 
 
-def timed_stream(engine: Engine, text: str) -> dict[str, float]:
-    """Seconds until the first piece of audio; the rest is not synthesised (timed_synthesis
-    measures the whole), which keeps a benchmark run short."""
+def timed_stream(engine: Engine, text: str, whole: bool = False) -> dict[str, float]:
+    """Seconds until the first piece of audio. With ``whole``, the rest too, and how long a
+    player that starts with the first piece would wait for audio in between (each wait
+    either stretches a pause or stops a word). Without it the rest is not synthesised
+    (timed_synthesis measures the whole), which keeps a benchmark run short."""
     started = time.perf_counter()
+    figures: dict[str, float] = {}
+    played_until = waits = 0.0
     with contextlib.closing(engine.stream(text)) as pieces:
-        samples = next(pieces)
-    return {"first_audio_s": time.perf_counter() - started, "first_piece_s": samples / engine.rate}
+        for samples in pieces:
+            now = time.perf_counter() - started
+            if not figures:
+                figures = {"first_audio_s": now, "first_piece_s": samples / engine.rate}
+                played_until = now
+                if not whole:
+                    break
+            waits += max(0.0, now - played_until)
+            played_until = max(played_until, now) + samples / engine.rate
+    if whole:
+        figures["waits_s"] = waits
+    return figures
 
 
 class Worker:
@@ -130,7 +144,7 @@ class Worker:
             raise RuntimeError("send load first")
         if name == "synth":
             return timed_synthesis(self.engine, command["text"])
-        return timed_stream(self.engine, command["text"])
+        return timed_stream(self.engine, command["text"], bool(command.get("whole")))
 
     def load(self) -> dict[str, Any]:
         """Import the library and load one speaker (BERT, synthesizer, duration predictor)."""

@@ -43,6 +43,9 @@ def test_quick_run_measures_each_process_on_its_own(quick_run: Path) -> None:
             assert runs["audio_s"][0] > 0.2
             assert runs["stream_first_audio_s"][0] > 0
             assert runs["stream_first_piece_s"][0] > 0  # its length varies: noise is on
+        # The Assist reply is streamed to its end: the player's waits are measured.
+        assert entry["texts"]["assist"]["stream_waits_s"][0] >= 0
+        assert "stream_waits_s" not in entry["texts"]["short"]
     # Only the first configuration pays for preparing the graph cache (a fresh one per run).
     assert "first_load" in results["configs"]["yomiage"]
     assert "first_load" not in results["configs"]["yomiage-again"]

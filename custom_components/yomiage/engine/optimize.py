@@ -705,7 +705,8 @@ class _Emitter:
             self.declared[target] = self.plan.extents[output]
         if position in self.plan.blocked_after:
             self._identity(target, self.plan.extents[output], encoded, self.renamed[output])
-        elif target != self.renamed[output]:
+        elif target != self.renamed[output]:  # the pair itself stands for the output
+            self.declared.pop(self.renamed[output], None)
             self.renamed[output] = target
         if self._needed_at_rank_3(output):
             lifted = self.renamed[output]

@@ -16,6 +16,7 @@ from custom_components.yomiage.engine import optimize
 from custom_components.yomiage.engine.optimize import lift_convolutions, write_lifted
 from custom_components.yomiage.engine.runtime import SessionFactory
 
+from .onnx_build import ModelBuilder, conv_attributes, float_attribute
 from .test_optimize import (
     IDENTITY,
     TOLERANCE,
@@ -133,3 +134,36 @@ def test_old_opsets_get_no_halves(tiny_synthesizer: Path) -> None:
     plan = optimize._Plan.make(parsed, 64, audio_rate_only=True, pairs=False)
     assert plan.tail is None
     assert optimize._Plan.make(parsed, 64, audio_rate_only=True).tail is not None
+
+
+def narrow_decoder(channels: int) -> bytes:
+    """x -> ConvTranspose (x2, to ``channels``) -> LeakyRelu -> dilated Conv -> residual Add ->
+    Conv to one channel -> Tanh: a decoder end that is all narrow tail."""
+    rng = np.random.default_rng(channels)
+    b = ModelBuilder()
+    x = b.input("x", [1, 16, "T"])
+    up_weight = b.weight("wt", (rng.standard_normal((16, channels, 4)) * 0.3).astype(np.float32))
+    up = b.node("ConvTranspose", [x, up_weight], "up", *conv_attributes(4, stride=2, pad=1))
+    a = b.node("LeakyRelu", [up], "a", float_attribute("alpha", 0.1))
+    w1 = b.weight("w1", (rng.standard_normal((channels, channels, 3)) * 0.3).astype(np.float32))
+    c1 = b.node("Conv", [a, w1], "c1", *conv_attributes(3, dilation=3))
+    s = b.node("Add", [up, c1], "s")
+    w2 = b.weight("w2", (rng.standard_normal((1, channels, 7)) * 0.3).astype(np.float32))
+    post = b.node("Conv", [s, w2], "post", *conv_attributes(7))
+    b.node("Tanh", [post], "y")
+    b.output("y", [1, 1, "T2"])
+    return b.encode()
+
+
+@pytest.mark.parametrize("channels", [8, 16])  # without and with the blocked identities
+def test_narrow_tail_of_any_width_keeps_the_samples(channels: int) -> None:
+    original = narrow_decoder(channels)
+    rewritten = lifted(original, min_channels=64)
+    ops = Counter(node.op_type for node in nodes_of(rewritten))
+    assert ops["Concat"] == 2
+    rng = np.random.default_rng(7)
+    for frames in (1, 2, 5, 19, 64, 301):  # short ones: both halves are the whole sequence
+        feeds = {"x": rng.standard_normal((1, 16, frames)).astype(np.float32)}
+        (before,), (after,) = run(original, feeds), run(rewritten, feeds)
+        assert after.shape == before.shape == (1, 1, 2 * frames)
+        np.testing.assert_allclose(after, before, atol=TOLERANCE, rtol=0)

@@ -67,11 +67,16 @@ def default_cache_dir() -> Path:
 
 
 def lift_convolutions(
-    model: memoryview, min_channels: int = DEFAULT_MIN_CHANNELS, audio_rate_only: bool = True
+    model: memoryview,
+    min_channels: int = DEFAULT_MIN_CHANNELS,
+    audio_rate_only: bool = True,
+    blocked: bool = True,
 ) -> Chunks | None:
     """The encoded ModelProto with its 1-D convolutions lifted, or None if nothing is lifted.
 
     ``audio_rate_only``: only convolutions from the first upsampling ConvTranspose on.
+    ``blocked``: onnxruntime has blocked (NCHWc) kernels here; without them the identities and
+    halves that serve those kernels would only cost time, and are left out.
     """
     model_fields = list(wire.fields(model))
     graph_field = next((f for f in model_fields if f.number == wire.MODEL_GRAPH), None)
@@ -81,7 +86,8 @@ def lift_convolutions(
     if any(tensor.external for tensor in graph.initializers.values()):
         return None  # a copy elsewhere would lose the relative paths of its weight files
     opset = _default_opset(model_fields)
-    plan = _Plan.make(graph, min_channels, audio_rate_only, pairs=opset >= _PAIRS_OPSET)
+    pairs = blocked and opset >= _PAIRS_OPSET
+    plan = _Plan.make(graph, min_channels, audio_rate_only, pairs=pairs, blocked=blocked)
     if not plan.lifted:
         return None
     new_graph = _Emitter(graph, plan, opset).encode()
@@ -99,6 +105,7 @@ def write_lifted(
     target: Path,
     min_channels: int = DEFAULT_MIN_CHANNELS,
     audio_rate_only: bool = True,
+    blocked: bool = True,
 ) -> bool:
     """Write ``source`` with its convolutions lifted to ``target``; False if nothing to lift.
 
@@ -109,7 +116,7 @@ def write_lifted(
             raise wire.WireError("empty file")
         # Not closed by hand: views into it live until the rewrite is garbage; unmapped then.
         data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-    rewritten = lift_convolutions(memoryview(data), min_channels, audio_rate_only)
+    rewritten = lift_convolutions(memoryview(data), min_channels, audio_rate_only, blocked)
     if rewritten is None:
         return False
     with target.open("wb") as out:
@@ -243,7 +250,12 @@ class _Plan:
 
     @classmethod
     def make(
-        cls, graph: _Graph, min_channels: int, audio_rate_only: bool, pairs: bool = True
+        cls,
+        graph: _Graph,
+        min_channels: int,
+        audio_rate_only: bool,
+        pairs: bool = True,
+        blocked: bool = True,
     ) -> _Plan:
         plan = cls(set(), set(), set())
         in_scope = _upsampled_nodes(graph) if audio_rate_only else set(graph.nodes)
@@ -265,7 +277,8 @@ class _Plan:
                 plan._lift(position, node)
         plan.retyped_weights = _weights_only_lifted_convs_use(graph, plan.lifted)
         plan.extents = _extents(graph, plan.lifted, plan.tail)
-        plan._keep_blocked(graph, consumers)
+        if blocked:
+            plan._keep_blocked(graph, consumers)
         return plan
 
     def _keep_blocked(self, graph: _Graph, consumers: dict[str, list[int]]) -> None:

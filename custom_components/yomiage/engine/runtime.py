@@ -9,6 +9,7 @@ as published instead.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -20,7 +21,8 @@ from pathlib import Path
 
 import onnxruntime as ort
 
-from . import cuda_probe, optimize
+from . import cuda_probe, device_graphs, optimize
+from . import onnx_wire as wire
 from .decoder_graph import DecoderShape, DecoderSplit, read_split
 from .errors import BundleError, DeviceUnavailableError
 from .onnx_wire import WireError
@@ -250,9 +252,44 @@ def _split_or_none(source: Path) -> DecoderSplit | None:
 
 def _lifted_or_source(source: Path, scratch_file: Path) -> Path:
     try:
-        return scratch_file if optimize.write_lifted(source, scratch_file) else source
+        lifted = optimize.write_lifted(source, scratch_file, blocked=has_blocked_kernels())
+        return scratch_file if lifted else source
     except WireError:
         return source  # not a graph we can read: onnxruntime will name the problem
+
+
+@functools.cache
+def has_blocked_kernels() -> bool:
+    """Whether this onnxruntime runs convolutions in its blocked NCHWc layout (x86 builds do;
+    others may not): asked once, by optimising a one-convolution graph and looking for the
+    reorder node the NCHWc pass inserts."""
+    weight = wire.float_tensor("w", [16, 16, 1, 1], [0.0] * 256)
+    conv = wire.node_field("Conv", ["x", "w"], ["y"])
+    shape: list[int | str] = [1, 16, 1, 8]
+    graph = device_graphs.model(
+        "blocked_probe",
+        [conv],
+        inputs=[device_graphs.value_info("x", device_graphs.FLOAT, shape)],
+        outputs=[device_graphs.value_info("y", device_graphs.FLOAT, shape)],
+        initializers=[weight],
+    )
+    with tempfile.TemporaryDirectory(prefix="yomiage-probe-") as scratch:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        options.optimized_model_filepath = str(Path(scratch) / "optimised.onnx")
+        try:
+            ort.InferenceSession(graph, options, providers=[CPU_PROVIDER])
+            saved = memoryview(Path(scratch, "optimised.onnx").read_bytes())
+            return "ReorderInput" in _op_types(saved)
+        except Exception as err:  # onnxruntime's own exception types; only a speed hint is lost
+            _LOGGER.debug("Blocked-kernel probe failed: %s", err)
+            return False
+
+
+def _op_types(model: memoryview) -> set[str]:
+    graph = next(f for f in wire.fields(model) if f.number == wire.MODEL_GRAPH)
+    items = wire.fields(wire.as_message(graph.value))
+    return {wire.parse_node(item).op_type for item in items if item.number == wire.GRAPH_NODE}
 
 
 def _prepared_settings() -> str:

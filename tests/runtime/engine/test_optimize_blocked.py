@@ -4,6 +4,7 @@ identity depthwise convolutions with declared shapes, and the narrow tail run as
 from __future__ import annotations
 
 import dataclasses
+import platform
 from collections import Counter
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import onnxruntime as ort
 import pytest
 
 from custom_components.yomiage.engine import onnx_wire as wire
-from custom_components.yomiage.engine import optimize
+from custom_components.yomiage.engine import optimize, runtime
 from custom_components.yomiage.engine.optimize import lift_convolutions, write_lifted
 from custom_components.yomiage.engine.runtime import SessionFactory
 
@@ -167,3 +168,42 @@ def test_narrow_tail_of_any_width_keeps_the_samples(channels: int) -> None:
         (before,), (after,) = run(original, feeds), run(rewritten, feeds)
         assert after.shape == before.shape == (1, 1, 2 * frames)
         np.testing.assert_allclose(after, before, atol=TOLERANCE, rtol=0)
+
+
+# -- only where onnxruntime has blocked kernels ---------------------------------------------
+def test_without_blocked_kernels_only_the_lift_remains(tiny_synthesizer: Path) -> None:
+    model = memoryview(tiny_synthesizer.read_bytes())
+    rewritten = lift_convolutions(model, min_channels=0, blocked=False)
+    assert rewritten is not None
+    ops = Counter(node.op_type for node in nodes_of(b"".join(bytes(p) for p in rewritten.parts)))
+    assert ops["Concat"] == Counter(node.op_type for node in nodes_of(bytes(model)))["Concat"]
+    names = [node.name for node in nodes_of(b"".join(bytes(p) for p in rewritten.parts))]
+    assert not any(name.startswith(IDENTITY) for name in names)
+
+
+@pytest.mark.parametrize("blocked", [True, False])
+def test_the_cache_asks_onnxruntime_for_blocked_kernels(
+    tiny_synthesizer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blocked: bool
+) -> None:
+    monkeypatch.setattr(runtime, "has_blocked_kernels", lambda: blocked)
+    written: list[bool] = []
+    real_write = optimize.write_lifted
+
+    def spy(source: Path, target: Path, **options: bool) -> bool:
+        written.append(options["blocked"])
+        return real_write(source, target, **options)
+
+    monkeypatch.setattr(optimize, "write_lifted", spy)
+    factory = SessionFactory(threads=1, cache_dir=tmp_path, use_cache=True)
+    session = factory.create(tiny_synthesizer)
+    assert written == [blocked]
+    expected = synthesize(SessionFactory(threads=1, use_cache=False).create(tiny_synthesizer), 9)
+    np.testing.assert_allclose(synthesize(session, 9), expected, atol=TOLERANCE, rtol=0)
+
+
+@pytest.mark.skipif(
+    platform.machine() not in ("x86_64", "AMD64"), reason="NCHWc kernels vary off x86"
+)
+def test_the_probe_finds_the_x86_blocked_kernels() -> None:
+    runtime.has_blocked_kernels.cache_clear()
+    assert runtime.has_blocked_kernels()

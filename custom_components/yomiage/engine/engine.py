@@ -131,7 +131,7 @@ class Engine:
         synthesis = Synthesis.from_chunks(chunks, self.sample_rate)
         self.recent.append(
             {
-                "sentences": len(chunks),
+                "sentences": len(synthesis.sentences),
                 "audio_s": round(synthesis.audio_s, 3),
                 "compute_s": round(synthesis.compute_s, 3),
             }

@@ -28,6 +28,10 @@ from .text.frontend import PhoneSequence
 FIRST_PIECE_FRAMES = 48
 # Headroom on the measured decoding speed when sizing the first piece (the machine is shared).
 _SPEED_MARGIN = 1.3
+# The first piece of a stream never takes longer than this to decode. Where decoding is slower
+# than real time (a Pi), no first piece avoids a wait later, and an early start matters more:
+# voice satellites give up after ~5 s of silence.
+FIRST_AUDIO_BUDGET_S = 1.5
 # The decoder's activations grow with the frames it decodes at once (~0.3 MB per frame at full
 # size): a 17 s sentence in one run would take ~450 MB of arena on a Pi. Longer sentences are
 # decoded in pieces of at most this many frames (8.9 s); each piece costs 2 x context (16) frames
@@ -67,7 +71,8 @@ class DecodeSpeed:
         """Frames f of the first piece such that the player never waits inside the sentence.
 
         Nothing playing yet (``lead_s`` None): the rest, frames - f + context, must decode while
-        f plays: f >= (frames + context) * cost / (cost + frame_s). Already playing, ``lead_s``
+        f plays: f >= (frames + context) * cost / (cost + frame_s), but f + context decodes
+        within ``FIRST_AUDIO_BUDGET_S``. Already playing, ``lead_s``
         seconds ahead: the whole sentence (2 x context of overlap) must decode within that lead,
         the pause and f: f >= ((frames + 2 context) * cost - lead_s - pause_s) / frame_s; no split
         when the whole sentence decodes within the lead. Before any run, cost = frame_s.
@@ -76,7 +81,8 @@ class DecodeSpeed:
             cost = self._seconds_per_frame
         cost = self._frame_s if cost is None else cost * _SPEED_MARGIN
         if lead_s is None:
-            wanted = (frames + context) * cost / (cost + self._frame_s)
+            unbroken = (frames + context) * cost / (cost + self._frame_s)
+            wanted = min(unbroken, FIRST_AUDIO_BUDGET_S / cost - context)
         elif frames * cost <= lead_s:
             return frames
         else:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,13 @@ from custom_components.yomiage.engine.bundle import Bundle
 from custom_components.yomiage.engine.decoder_graph import read_split, split_decoder
 from custom_components.yomiage.engine.runtime import SessionFactory
 from custom_components.yomiage.engine.text.frontend import Frontend, PhoneSequence
-from custom_components.yomiage.engine.voice import DecodeSpeed, ModelInputs, Voice, decode_spans
+from custom_components.yomiage.engine.voice import (
+    FIRST_AUDIO_BUDGET_S,
+    DecodeSpeed,
+    ModelInputs,
+    Voice,
+    decode_spans,
+)
 
 from .onnx_build import ModelBuilder, conv_attributes
 from .test_optimize import synthesizer_feeds
@@ -234,5 +241,12 @@ def test_first_piece_is_never_below_the_minimum_and_follows_the_machine() -> Non
     assert speed.first_piece(300, 16, 48, None) == 48
     for _ in range(20):
         speed.record(100, 100 * FRAME_S * 2)  # the machine became busy: slower than real time
-    assert speed.first_piece(300, 16, 48, None) > 300 * 2 / 3
+    # Slower than real time: the first audio comes within the budget; minimum pieces at worst.
+    cost = 100 * FRAME_S * 2 / 100 * 1.3
+    budget_frames = FIRST_AUDIO_BUDGET_S / cost - 16
+    assert speed.first_piece(300, 16, 48, None) == max(48, math.ceil(budget_frames))
+    near_real_time = DecodeSpeed(FRAME_S)
+    near_real_time.record(100, 100 * FRAME_S * 0.9)  # the unbroken piece fits in the budget
+    cost = FRAME_S * 0.9 * 1.3
+    assert near_real_time.first_piece(60, 16, 8, None) == math.ceil(76 * cost / (cost + FRAME_S))
     assert speed.first_piece(300, 16, 48, lead_s=0.0) == 300  # nothing can avoid the wait

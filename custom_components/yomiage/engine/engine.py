@@ -29,10 +29,11 @@ from .device_path import CharFeatures, DevicePath, FeaturePath, HostPath
 from .errors import InvalidTextError, UnknownVoiceError, YomiageError
 from .options import SynthesisOptions
 from .pauses import MIN_PAUSE_S, boundary_pauses, trailing_pause
+from .pieces import FIRST_PIECE_FRAMES
 from .results import AudioChunk, Synthesis
 from .runtime import SessionFactory, resolve_device
 from .text.frontend import Frontend, PhoneSequence
-from .voice import FIRST_PIECE_FRAMES, ModelInputs, Voice
+from .voice import ModelInputs, Voice
 
 DEFAULT_MAX_CHARS = 5000
 # Two sentences: a BERT batch, the spread, the duration predictor over both and the synthesizer.
@@ -140,7 +141,7 @@ class Engine:
 
     def stream(self, text: str, options: SynthesisOptions | None = None) -> Iterator[AudioChunk]:
         """Audio as soon as it is ready: the first sentence's first 0.56 s as a piece of its
-        own, then sentences (long ones in pieces, see ``voice.MAX_DECODE_FRAMES``). Validates
+        own, then sentences (long ones in pieces, see ``pieces.MAX_DECODE_FRAMES``). Validates
         before returning."""
         request = self._request(options)
         sequences = self._analyse(self._checked_text(text))

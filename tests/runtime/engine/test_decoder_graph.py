@@ -11,18 +11,13 @@ import onnxruntime as ort
 import pytest
 from numpy.typing import NDArray
 
-from custom_components.yomiage.engine import voice as voice_module
+from custom_components.yomiage.engine import pieces as pieces_module
 from custom_components.yomiage.engine.bundle import Bundle
 from custom_components.yomiage.engine.decoder_graph import read_split, split_decoder
+from custom_components.yomiage.engine.pieces import FIRST_AUDIO_BUDGET_S, DecodeSpeed, decode_spans
 from custom_components.yomiage.engine.runtime import SessionFactory
 from custom_components.yomiage.engine.text.frontend import Frontend, PhoneSequence
-from custom_components.yomiage.engine.voice import (
-    FIRST_AUDIO_BUDGET_S,
-    DecodeSpeed,
-    ModelInputs,
-    Voice,
-    decode_spans,
-)
+from custom_components.yomiage.engine.voice import ModelInputs, Voice
 
 from .onnx_build import ModelBuilder, conv_attributes
 from .test_optimize import synthesizer_feeds
@@ -177,7 +172,7 @@ def test_long_sentence_is_decoded_in_bounded_pieces(
     whole = voice.synthesize(sequence, bert, style, QUIET_INPUTS)
     frames = whole.shape[0] // 512
     limit = frames // 3 + 1
-    monkeypatch.setattr(voice_module, "MAX_DECODE_FRAMES", limit)
+    monkeypatch.setattr(pieces_module, "MAX_DECODE_FRAMES", limit)
     pieces = list(voice.synthesize_pieces(sequence, bert, style, QUIET_INPUTS, first_frames=None))
     assert [piece.last for piece in pieces] == [False, False, True]
     assert max(piece.samples.shape[0] for piece in pieces) <= limit * 512

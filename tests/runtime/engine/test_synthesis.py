@@ -9,8 +9,8 @@ import pytest
 from custom_components.yomiage.engine.bert import join_char_features, spread_over_phones
 from custom_components.yomiage.engine.engine import Engine
 from custom_components.yomiage.engine.pauses import MIN_PAUSE_S
+from custom_components.yomiage.engine.pieces import FIRST_PIECE_FRAMES
 from custom_components.yomiage.engine.text.frontend import Frontend
-from custom_components.yomiage.engine.voice import FIRST_PIECE_FRAMES
 
 from .common import QUIET, SAMPLE_RATE, THREE_SENTENCES
 

@@ -1,0 +1,91 @@
+"""How a sentence's latent frames are cut into decoder pieces.
+
+Whole-file synthesis decodes a sentence in one run (in equal pieces only past
+``MAX_DECODE_FRAMES``). Streaming sends a first piece early; ``DecodeSpeed`` sizes it from how fast
+this machine decodes, so that the player has audio until the rest of the sentence is ready.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+# Smallest first piece of a streamed sentence: 48 frames = 0.56 s of audio at hop 512 / 44.1 kHz.
+# DecodeSpeed grows it until the rest of the sentence is decoded before it has finished playing.
+FIRST_PIECE_FRAMES = 48
+# Headroom on the measured decoding speed when sizing the first piece (the machine is shared).
+_SPEED_MARGIN = 1.3
+# Weight of the newest run in the decoding speed (the machine's load changes).
+_SMOOTHING = 0.3
+# The first piece of a stream never takes longer than this to decode. Where decoding is slower
+# than real time (a Pi), no first piece avoids a wait later, and an early start matters more:
+# voice satellites give up after ~5 s of silence.
+FIRST_AUDIO_BUDGET_S = 1.5
+# The decoder's activations grow with the frames it decodes at once (~0.3 MB per frame at full
+# size): a 17 s sentence in one run would take ~450 MB of arena on a Pi. Longer sentences are
+# decoded in pieces of at most this many frames (8.9 s); each piece costs 2 x context (16) frames
+# of overlap, under 5 % of its work.
+MAX_DECODE_FRAMES = 768
+
+
+class DecodeSpeed:
+    """How fast this machine decodes, learnt from the decoder's own runs. It sizes a streamed
+    sentence's first piece: large enough that the rest of the sentence is decoded before that
+    piece has played, so that playback never waits in the middle of a word (a wait between
+    sentences only lengthens a pause)."""
+
+    def __init__(self, frame_s: float) -> None:
+        self._frame_s = frame_s  # seconds of audio per latent frame
+        self._seconds_per_frame: float | None = None
+        self._lock = threading.Lock()
+
+    def record(self, frames: int, seconds: float) -> None:
+        if frames <= 0:
+            return
+        observed = seconds / frames
+        with self._lock:
+            known = self._seconds_per_frame
+            self._seconds_per_frame = (
+                observed if known is None else known + _SMOOTHING * (observed - known)
+            )
+
+    def first_piece(
+        self, frames: int, context: int, minimum: int, lead_s: float | None, pause_s: float = 0.0
+    ) -> int:
+        """Frames f of the first piece such that the player never waits inside the sentence.
+
+        Nothing playing yet (``lead_s`` None): the rest, frames - f + context, must decode while
+        f plays: f >= (frames + context) * cost / (cost + frame_s), but f + context decodes
+        within ``FIRST_AUDIO_BUDGET_S``. Already playing, ``lead_s`` seconds ahead: the whole
+        sentence (2 x context of overlap) must decode within that lead, the pause and f:
+        f >= ((frames + 2 context) * cost - lead_s - pause_s) / frame_s; no split when the whole
+        sentence decodes within the lead. Before any run, cost = frame_s.
+        """
+        with self._lock:
+            cost = self._seconds_per_frame
+        cost = self._frame_s if cost is None else cost * _SPEED_MARGIN
+        if lead_s is None:
+            unbroken = (frames + context) * cost / (cost + self._frame_s)
+            wanted = min(unbroken, FIRST_AUDIO_BUDGET_S / cost - context)
+        elif frames * cost <= lead_s:
+            return frames
+        else:
+            wanted = ((frames + 2 * context) * cost - lead_s - pause_s) / self._frame_s
+        return min(frames, max(minimum, math.ceil(wanted)))
+
+
+def decode_spans(
+    frames: int, first_frames: int | None, context: int, max_frames: int = MAX_DECODE_FRAMES
+) -> list[tuple[int, int]]:
+    """The frame spans to decode one after the other: an early first piece when asked for and
+    the sentence is longer than it and its overlap, then the rest in equal pieces of at most
+    ``max_frames`` (equal, so that no piece is a sliver that costs mostly overlap)."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    if first_frames is not None and frames > first_frames + context:
+        spans.append((0, first_frames))
+        start = first_frames
+    count = math.ceil((frames - start) / max_frames)
+    size = math.ceil((frames - start) / max(1, count))
+    spans.extend((low, min(frames, low + size)) for low in range(start, frames, max(1, size)))
+    return spans or [(0, frames)]

@@ -11,6 +11,7 @@ first 0.56 s is decoded before the rest of it; the other sentences' BERT batch a
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -29,15 +30,19 @@ from .device_path import CharFeatures, DevicePath, FeaturePath, HostPath
 from .errors import InvalidTextError, UnknownVoiceError, YomiageError
 from .options import SynthesisOptions
 from .pauses import MIN_PAUSE_S, boundary_pauses, trailing_pause
-from .pieces import FIRST_PIECE_FRAMES
+from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed
 from .results import AudioChunk, Synthesis
 from .runtime import SessionFactory, resolve_device
 from .text.frontend import Frontend, PhoneSequence
 from .voice import ModelInputs, Voice
 
+_LOGGER = logging.getLogger(__name__)
+
 DEFAULT_MAX_CHARS = 5000
 # Two sentences: a BERT batch, the spread, the duration predictor over both and the synthesizer.
 _WARM_UP_TEXT = "あ。い。"
+# Long enough (~70 frames) that the decoder's fixed cost per run does not dominate its timing.
+_TIMING_TEXT = "おはようございます。"
 
 
 @dataclass(frozen=True)
@@ -90,8 +95,11 @@ class Engine:
             if self.device == "cuda"
             else HostPath(self._bert)
         )
+        first = next(iter(self.bundle.speakers.values())).config
+        decode_speed = DecodeSpeed(first.hop_length / first.sample_rate)
         self._voices = {
-            name: Voice(files, self._sessions) for name, files in self.bundle.speakers.items()
+            name: Voice(files, self._sessions, decode_speed)
+            for name, files in self.bundle.speakers.items()
         }
         self._model_lock = threading.Lock()
         self._closed = False
@@ -118,10 +126,14 @@ class Engine:
         return self._sessions.intra_op_threads
 
     def load_all(self) -> None:
-        """Create every session now: validates graphs (config flow) and avoids first-use latency."""
+        """Create every session now: validates graphs (config flow) and avoids first-use latency.
+        Then one short synthesis, so that the first streamed request sizes its first piece from
+        this machine's measured decoding speed rather than a guess."""
         for voice in self._voices.values():
             with self._model_lock:
                 voice.load()
+        if self.device == "cpu":  # a CUDA engine has warmed every voice up already
+            self._time_decoding()
 
     # -- synthesis -------------------------------------------------------------------------------
     def synthesize(self, text: str, options: SynthesisOptions | None = None) -> Synthesis:
@@ -187,6 +199,16 @@ class Engine:
         for name in self._voices:
             for _ in self.stream(_WARM_UP_TEXT, SynthesisOptions(voice=name)):
                 pass
+
+    def _time_decoding(self) -> None:
+        """Best effort: a graph that loads but cannot run fails the first request instead, with
+        that request's error; loading stays a check of the files."""
+        try:
+            sequences = self._analyse(_TIMING_TEXT)
+            for _ in self._stream(sequences, self._request(None), playback=None):
+                pass
+        except Exception as err:
+            _LOGGER.warning("could not time the decoder at load: %s", err)
 
     def _checked_text(self, text: str) -> str:
         if not isinstance(text, str) or not text.strip():

@@ -43,7 +43,13 @@ class ModelInputs:
 class Voice:
     """A speaker folder of a bundle. Sessions are created on first use and shared by all threads."""
 
-    def __init__(self, files: SpeakerFiles, sessions: SessionFactory) -> None:
+    def __init__(
+        self,
+        files: SpeakerFiles,
+        sessions: SessionFactory,
+        decode_speed: DecodeSpeed | None = None,
+    ) -> None:
+        """``decode_speed``: shared by the speakers of a bundle (one architecture, one machine)."""
         self.files = files
         self.name = files.name
         self.styles = list(files.config.styles)
@@ -55,7 +61,7 @@ class Voice:
         self._split: SplitSessions | None = None
         self._split_checked = False
         config = files.config
-        self._decode_speed = DecodeSpeed(config.hop_length / config.sample_rate)
+        self._decode_speed = decode_speed or DecodeSpeed(config.hop_length / config.sample_rate)
 
     @property
     def has_duration_predictor(self) -> bool:

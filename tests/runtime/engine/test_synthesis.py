@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -177,3 +179,40 @@ def _pauses_from_duration_graph(engine: Engine, sentences: list[str]) -> list[fl
         frames = durations[punct_phone - 1 : punct_phone + 2].sum()
         pauses.append(float(frames) * 512 / SAMPLE_RATE)
     return pauses
+
+
+LONGER_FIRST_SENTENCE = "今日は天気がいいので、公園まで散歩に行きましょう。はい。"
+
+
+def test_load_all_times_decoding_so_the_first_stream_is_sized_for_this_machine(
+    tiny_bundle: Path,
+) -> None:
+    unmeasured = Engine(tiny_bundle, device="cpu", threads=1)
+    measured = Engine(tiny_bundle, device="cpu", threads=1)
+    try:
+        measured.load_all()
+        guessed = next(unmeasured.stream(LONGER_FIRST_SENTENCE, QUIET))
+        sized = next(measured.stream(LONGER_FIRST_SENTENCE, QUIET))
+    finally:
+        unmeasured.close()
+        measured.close()
+    # Unmeasured, decoding is assumed as fast as playing: half the sentence first. The tiny
+    # decoder is many times faster than real time: the smallest first piece is enough.
+    assert sized.pcm.shape == (FIRST_PIECE_FRAMES * 512,)
+    assert guessed.pcm.shape[0] > sized.pcm.shape[0]
+
+
+def test_load_all_survives_a_voice_that_cannot_run(
+    tiny_bundle: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = Engine(tiny_bundle, device="cpu", threads=1)
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("the graph failed to run")
+
+    monkeypatch.setattr(engine._features, "synthesize_pieces", broken)
+    try:
+        engine.load_all()  # the files load: the bundle is accepted
+    finally:
+        engine.close()
+    assert "could not time the decoder at load" in caplog.text

@@ -58,8 +58,8 @@ def split_decoder(model: memoryview, scope: str = DECODER_SCOPE) -> DecoderSplit
     front = graph.encode(set(graph.nodes) - decoder, outputs=boundary)
     back = graph.encode(decoder, inputs=boundary)
     return DecoderSplit(
-        front=_model(model_fields, graph_field, front),
-        decoder=_model(model_fields, graph_field, back),
+        front=wire.with_graph(model_fields, graph_field, front),
+        decoder=wire.with_graph(model_fields, graph_field, back),
         boundary=boundary,
         shape=shape,
     )
@@ -219,13 +219,3 @@ def _float_value_info(name: str) -> bytes:
     return wire.text_field(wire.VALUE_INFO_NAME, name) + wire.bytes_field(
         wire.VALUE_INFO_TYPE, type_proto
     )
-
-
-def _model(model_fields: list[wire.Field], graph_field: wire.Field, graph: Chunks) -> Chunks:
-    out = Chunks()
-    for item in model_fields:
-        if item is graph_field:
-            out.extend(graph.as_field(wire.MODEL_GRAPH))
-        else:
-            out.add(item.raw)
-    return out

@@ -176,6 +176,18 @@ class Chunks:
         return wrapped
 
 
+def with_graph(model_fields: list[Field], graph_field: Field, graph: Chunks) -> Chunks:
+    """The model whose fields are ``model_fields`` with ``graph`` in place of ``graph_field``;
+    every other field (opsets, metadata) copied as it is."""
+    out = Chunks()
+    for item in model_fields:
+        if item is graph_field:
+            out.extend(graph.as_field(MODEL_GRAPH))
+        else:
+            out.add(item.raw)
+    return out
+
+
 # -- the few ONNX messages the rewrite reads -----------------------------------------------------
 @dataclass(frozen=True)
 class Attribute:

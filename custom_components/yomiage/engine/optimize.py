@@ -90,14 +90,7 @@ def lift_convolutions(
     plan = _Plan.make(graph, min_channels, audio_rate_only, pairs=pairs, blocked=blocked)
     if not plan.lifted:
         return None
-    new_graph = _Emitter(graph, plan, opset).encode()
-    out = Chunks()
-    for item in model_fields:
-        if item is graph_field:
-            out.extend(new_graph.as_field(wire.MODEL_GRAPH))
-        else:
-            out.add(item.raw)
-    return out
+    return wire.with_graph(model_fields, graph_field, _Emitter(graph, plan, opset).encode())
 
 
 def write_lifted(

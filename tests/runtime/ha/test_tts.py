@@ -25,7 +25,7 @@ from pytest_homeassistant_custom_component.typing import (
 
 from custom_components.yomiage.tts import YomiageTTSEntity
 
-from .common import engine_of
+from .common import HandFedMessage, engine_of
 
 SAMPLE_RATE = 44100
 WAV_HEADER = 44
@@ -150,23 +150,10 @@ async def test_whole_file_method_gives_a_complete_wav(hass: HomeAssistant, entit
         assert wav.getnframes() * 2 == len(data) - WAV_HEADER > 0
 
 
-class _Pieces:
-    """A message generator the test feeds by hand, like an LLM writing its reply."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
-        self.finished = False
-
-    async def generate(self) -> AsyncGenerator[str]:
-        while (piece := await self.queue.get()) is not None:
-            yield piece
-        self.finished = True
-
-
 async def test_streaming_speaks_the_first_sentence_before_the_text_ends(
     hass: HomeAssistant, entity_id: str
 ) -> None:
-    pieces = _Pieces()
+    pieces = HandFedMessage()
     response = await _entity(hass, entity_id).async_stream_tts_audio(
         TTSAudioRequest("ja", dict(QUIET), pieces.generate())
     )

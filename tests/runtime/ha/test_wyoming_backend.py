@@ -55,6 +55,7 @@ from custom_components.yomiage.const import (
 from custom_components.yomiage.local_engine import NATIVE_REQUIREMENTS
 from custom_components.yomiage.tts import YomiageTTSEntity
 
+from .common import HandFedMessage
 from .no_engine import Installs, block_native_modules, fake_installs
 
 HOST = "127.0.0.1"
@@ -243,24 +244,11 @@ async def test_without_the_engine_the_flow_offers_a_server_that_speaks(
     assert pcm == await _server_pcm(server_port, THREE_SENTENCES, voice)
 
 
-class _Pieces:
-    """A message generator the test feeds by hand, like an LLM writing its reply."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
-        self.finished = False
-
-    async def generate(self) -> AsyncGenerator[str]:
-        while (piece := await self.queue.get()) is not None:
-            yield piece
-        self.finished = True
-
-
 async def test_streaming_speaks_the_first_sentence_before_the_text_ends(
     hass: HomeAssistant, installs: Installs, server_port: int
 ) -> None:
     await _add_server(hass, server_port)
-    pieces = _Pieces()
+    pieces = HandFedMessage()
     response = await _entity(hass).async_stream_tts_audio(
         TTSAudioRequest("ja", {}, pieces.generate())
     )

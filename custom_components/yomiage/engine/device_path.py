@@ -12,7 +12,7 @@ provider in the tests, bit for bit against the host path.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -77,7 +77,7 @@ class FeaturePath(Protocol):
         inputs: ModelInputs,
         first_frames: int | None,
         lead: tuple[float | None, float],
-    ) -> Iterator[DecodedPiece]:
+    ) -> Generator[DecodedPiece]:
         """The same samples as ``synthesize``, in pieces as they are decoded (the first one
         early when ``first_frames`` is set and the path can do it; ``lead``: seconds of
         audio the player has yet to play, None before it starts, and the pause before)."""
@@ -131,7 +131,7 @@ class HostPath:
         inputs: ModelInputs,
         first_frames: int | None,
         lead: tuple[float | None, float],
-    ) -> Iterator[DecodedPiece]:
+    ) -> Generator[DecodedPiece]:
         bert = spread_over_phones(_on_host(features), sequence.word2ph)
         return voice.synthesize_pieces(sequence, bert, style_vector, inputs, first_frames, lead)
 
@@ -210,7 +210,7 @@ class DevicePath:
         inputs: ModelInputs,
         first_frames: int | None,
         lead: tuple[float | None, float],
-    ) -> Iterator[DecodedPiece]:
+    ) -> Generator[DecodedPiece]:
         """One piece: a GPU decodes a whole sentence in less time than a first piece plays."""
         yield DecodedPiece(self.synthesize(voice, sequence, features, style_vector, inputs), True)
 

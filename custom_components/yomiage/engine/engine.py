@@ -330,9 +330,7 @@ class Engine:
                 starts = False
                 started = time.perf_counter()
         finally:
-            close = getattr(pieces, "close", None)
-            if close is not None:
-                close()
+            pieces.close()
 
     def _pauses(
         self,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -94,8 +94,8 @@ class Voice:
         inputs: ModelInputs,
     ) -> NDArray[np.float32]:
         """Audio samples in [-1, 1], float32 [samples]."""
-        pieces = self.synthesize_pieces(sequence, bert, style_vector, inputs, first_frames=None)
-        return np.concatenate([piece.samples for piece in pieces])
+        decoded = self.synthesize_pieces(sequence, bert, style_vector, inputs, first_frames=None)
+        return np.concatenate([piece.samples for piece in decoded])
 
     def synthesize_pieces(
         self,
@@ -105,14 +105,14 @@ class Voice:
         inputs: ModelInputs,
         first_frames: int | None = FIRST_PIECE_FRAMES,
         lead: tuple[float | None, float] = (None, 0.0),
-    ) -> Iterator[DecodedPiece]:
+    ) -> Generator[DecodedPiece]:
         """The sentence's audio as it is decoded: an early first piece of at least
         ``first_frames`` latent frames (512 samples each; more where decoding the rest would
         outlast its playing; ``lead``: seconds of audio the player has yet to play, None before
         it starts, and the pause before the sentence; see ``DecodeSpeed``), then the rest in
-        pieces of at most
-        ``MAX_DECODE_FRAMES``. Together the same samples as one whole run. One piece when the
-        graph cannot be split, or the sentence is short and ``first_frames`` is None."""
+        pieces of at most ``MAX_DECODE_FRAMES``. Together the same samples as one whole run.
+        One piece when the graph cannot be split, or the sentence is short and ``first_frames``
+        is None."""
         feeds = self._feeds(sequence, bert, style_vector, inputs)
         feeds["noise_scale"] = _scalar(inputs.noise_scale)
         split = self._split_sessions()
@@ -128,7 +128,7 @@ class Voice:
         feeds: dict[str, NDArray[Any]],
         first_frames: int | None,
         lead: tuple[float | None, float],
-    ) -> Iterator[DecodedPiece]:
+    ) -> Generator[DecodedPiece]:
         """Run the front once, then the decoder over frame spans, each with ``context`` frames of
         overlap either side (its receptive field), trimmed off again: the samples of one run."""
         front = split.front.run(list(split.boundary), feeds)

@@ -23,7 +23,7 @@ from . import numerals
 from .english_lexicon import EXACT, LETTERS, WORDS
 from .english_model import guess_katakana
 
-_PART = r"[A-Za-z0-9]+(?:['’][A-Za-z]+)*"
+_PART = r"[A-Za-z0-9]+(?:['’][A-Za-z][A-Za-z0-9]*)*"
 _WORD = rf"{_PART}(?:[-.&+]{_PART})*"
 # Runs of words separated by blanks; a run is only touched when it contains a Latin letter.
 _PHRASE = re.compile(rf"(?<![A-Za-z0-9])(?:{_WORD})(?:[ \t]+{_WORD})*")

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TINY_BUNDLE = FIXTURES / "bundle-tiny"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_graph_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Prepared graphs go to a folder of this run, never to the user's cache."""
+    folder = tmp_path_factory.mktemp("graph-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("YOMIAGE_CACHE_DIR", str(folder))
+        yield folder
 
 
 @pytest.fixture(scope="session")

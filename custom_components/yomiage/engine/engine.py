@@ -7,10 +7,13 @@ take turns piece by piece and never mix audio.
 Streaming is ordered for early first audio: the first sentence gets a BERT run of its own and its
 first 0.56 s is decoded before the rest of it; the other sentences' BERT batch and the pause pass
 (which only decides the pauses before sentences 2..n) run while that audio already plays.
+Whole-file synthesis is ordered for throughput instead: one BERT batch, then the decoder runs of
+two sentences side by side on one-thread "lanes" (lanes.py) where the CPU has two cores or more.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -23,18 +26,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from . import audio
+from . import audio, pieces
 from .bert import BertFeaturizer
 from .bundle import Bundle
 from .device_path import CharFeatures, DevicePath, FeaturePath, HostPath
 from .errors import InvalidTextError, UnknownVoiceError, YomiageError
+from .lanes import LANES, plan_rounds, run_side_by_side
 from .options import SynthesisOptions
 from .pauses import MIN_PAUSE_S, boundary_pauses, trailing_pause
-from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed
+from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_spans
 from .results import AudioChunk, Synthesis
 from .runtime import SessionFactory, resolve_device
 from .text.frontend import Frontend, PhoneSequence
-from .voice import ModelInputs, Voice
+from .voice import Fronted, ModelInputs, Voice
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -82,11 +86,16 @@ class Engine:
         device: str = "auto",
         threads: int | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
+        decoder_lanes: bool = True,
     ) -> None:
+        """``decoder_lanes``: whole-file synthesis decodes two sentences at once where the CPU
+        has the cores for it (lanes.py); off, every sentence is decoded with every thread."""
         self.bundle = Bundle.open(bundle_root)
         self.device = resolve_device(device)
         self.max_chars = max_chars
-        self._sessions = SessionFactory(device=self.device, threads=threads)
+        self._sessions = SessionFactory(
+            device=self.device, threads=threads, decoder_lanes=decoder_lanes
+        )
         self._frontend = Frontend()
         bert_graph, bert_sessions = self._bert_graph()
         self._bert = BertFeaturizer(bert_graph, self.bundle.tokenizer_dir, bert_sessions)
@@ -140,7 +149,10 @@ class Engine:
         """The whole text at once (no early first piece: nobody listens before the end)."""
         request = self._request(options)
         sequences = self._analyse(self._checked_text(text))
-        chunks = list(self._stream(sequences, request, playback=None))
+        if request.voice.lanes == LANES:
+            chunks = self._whole_on_lanes(sequences, request)
+        else:
+            chunks = list(self._stream(sequences, request, playback=None))
         synthesis = Synthesis.from_chunks(chunks, self.sample_rate)
         self.recent.append(
             {
@@ -267,11 +279,85 @@ class Engine:
             yield from self._sentence(sequence, features, pause, request, started, playback)
             started = time.perf_counter()
 
-    def _stream_arriving(self, pieces: Iterable[str], request: _Request) -> Iterator[AudioChunk]:
+    def _whole_on_lanes(
+        self, sequences: list[PhoneSequence], request: _Request
+    ) -> list[AudioChunk]:
+        """Whole-file synthesis with the decoder on two lanes: one BERT batch, the pause pass,
+        every sentence's front, then the decoder's jobs (sentences, or spans of long ones) round
+        by round (``lanes.plan_rounds``). Each step takes the model lock on its own, so other
+        requests take their turns in between."""
+        started = time.perf_counter()
+        voice = request.voice
+        features = self._run(self._features.char_features, [s.text for s in sequences])
+        pauses = self._pauses(sequences, features, request)
+        spent = [time.perf_counter() - started] + [0.0] * (len(sequences) - 1)
+        fronted: list[Fronted] = []
+        for index, (sequence, sentence_features) in enumerate(
+            zip(sequences, features, strict=True)
+        ):
+            started = time.perf_counter()
+            item = self._run(
+                self._features.front,
+                voice,
+                sequence,
+                sentence_features,
+                request.style_vector,
+                request.inputs,
+            )
+            assert item is not None  # a voice with lanes has a split synthesizer on the host
+            fronted.append(item)
+            spent[index] += time.perf_counter() - started
+        jobs = _decoder_jobs(fronted, voice.decoder_context)
+        decoded: dict[int, NDArray[np.float32]] = {}
+        for round_jobs in plan_rounds([frames for _, _, frames in jobs]):
+            started = time.perf_counter()
+            samples = self._run(self._decode_round, voice, fronted, [jobs[j] for j in round_jobs])
+            share = (time.perf_counter() - started) / len(round_jobs)
+            for job, job_samples in zip(round_jobs, samples, strict=True):
+                decoded[job] = job_samples
+                spent[jobs[job][0]] += share
+        return [
+            self._whole_sentence(
+                sequence,
+                [decoded[job] for job, (owner, _, _) in enumerate(jobs) if owner == index],
+                pauses[index],
+                spent[index],
+            )
+            for index, sequence in enumerate(sequences)
+        ]
+
+    def _decode_round(
+        self, voice: Voice, fronted: list[Fronted], jobs: list[_DecoderJob]
+    ) -> list[NDArray[np.float32]]:
+        """One job: the decoder with every thread; two: one on each lane, side by side."""
+        if len(jobs) == 1:
+            ((sentence, span, _),) = jobs
+            return [voice.decode(fronted[sentence], span)]
+        return run_side_by_side(
+            [functools.partial(voice.decode, fronted[sentence], span) for sentence, span, _ in jobs]
+        )
+
+    def _whole_sentence(
+        self,
+        sequence: PhoneSequence,
+        spans: list[NDArray[np.float32]],
+        pause_before: float,
+        compute_s: float,
+    ) -> AudioChunk:
+        pcm = audio.to_pcm16(np.concatenate(spans))
+        return AudioChunk(
+            pcm=np.concatenate((audio.silence(pause_before, self.sample_rate), pcm)),
+            sample_rate=self.sample_rate,
+            text=sequence.text,
+            pause_before_s=pause_before,
+            compute_s=compute_s,
+        )
+
+    def _stream_arriving(self, texts: Iterable[str], request: _Request) -> Iterator[AudioChunk]:
         pause = 0.0
         spoken = False
         playback = _Playback()
-        for piece in pieces:
+        for piece in texts:
             if not piece.strip() or not self._frontend.is_speakable(piece):
                 continue
             started = time.perf_counter()
@@ -396,3 +482,17 @@ class Engine:
             if self._closed:
                 raise YomiageError("the engine has been closed")
             return function(*args)
+
+
+# A decoder run of whole-file synthesis: (sentence, its frames span, frames decoded with overlap).
+_DecoderJob = tuple[int, tuple[int, int], int]
+
+
+def _decoder_jobs(fronted: list[Fronted], context: int) -> list[_DecoderJob]:
+    """Every sentence's decoder runs in text order: whole, or in spans past MAX_DECODE_FRAMES."""
+    jobs: list[_DecoderJob] = []
+    for sentence, item in enumerate(fronted):
+        for start, stop in decode_spans(item.frames, None, context, pieces.MAX_DECODE_FRAMES):
+            decoded = min(item.frames, stop + context) - max(0, start - context)
+            jobs.append((sentence, (start, stop), decoded))
+    return jobs

@@ -16,12 +16,12 @@ import logging
 import os
 import platform
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import onnxruntime as ort
 
-from . import cuda_probe, device_graphs, optimize
+from . import cuda_probe, device_graphs, lanes, optimize
 from . import onnx_wire as wire
 from .decoder_graph import DecoderShape, DecoderSplit, read_split
 from .errors import BundleError, DeviceUnavailableError
@@ -87,6 +87,8 @@ class SplitSessions:
     decoder: ort.InferenceSession  # ``boundary`` (time-sliceable) -> audio
     boundary: tuple[str, ...]
     shape: DecoderShape
+    # The decoder again, once per lane, with the cores shared out (lanes.py); empty without lanes.
+    lane_decoders: tuple[ort.InferenceSession, ...] = ()
 
 
 def _cache_enabled() -> bool:
@@ -101,10 +103,16 @@ class SessionFactory:
     threads: int | None = None
     cache_dir: Path | None = None  # None: optimize.default_cache_dir()
     use_cache: bool = field(default_factory=_cache_enabled)
+    decoder_lanes: bool = True  # split synthesizers get lane decoders where the cores allow
 
     @property
     def intra_op_threads(self) -> int:
         return self.threads if self.threads else physical_cores()
+
+    @property
+    def lane_threads(self) -> int:
+        """Threads of each lane decoder; 0: no lanes."""
+        return lanes.lane_threads(self.intra_op_threads) if self.decoder_lanes else 0
 
     @property
     def providers(self) -> list[str | tuple[str, dict[str, str]]]:
@@ -122,6 +130,8 @@ class SessionFactory:
         # Idle pool threads sleep instead of spinning: the kernels here are long, so waking costs
         # nothing measurable, while spinning takes the cores from whatever else runs (HA itself).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if self.device == "cpu" and _shared_cpu_arena():
+            options.add_session_config_entry("session.use_env_allocators", "1")
         return options
 
     def mapped_options(self) -> ort.SessionOptions:
@@ -156,12 +166,21 @@ class SessionFactory:
                 self._open(self._part_entry(path, part), self.mapped_options())
                 for part in ("front", "decoder")
             )
+            lane_decoders = self._lane_decoders(self._part_entry(path, "decoder"))
         except BundleError as err:
             _LOGGER.warning("Discarding cached split of %s: %s", path, err.problem)
             meta.unlink(missing_ok=True)
             return None
         shape = DecoderShape(hop=described["hop"], context=described["context"])
-        return SplitSessions(front, decoder, tuple(described["boundary"]), shape)
+        return SplitSessions(front, decoder, tuple(described["boundary"]), shape, lane_decoders)
+
+    def _lane_decoders(self, entry: Path) -> tuple[ort.InferenceSession, ...]:
+        """The cached decoder opened once per lane, each with its share of the cores (the
+        weights are the same mapped file: read from disk once)."""
+        if not self.lane_threads:
+            return ()
+        per_lane = replace(self, threads=self.lane_threads)
+        return tuple(per_lane._open(entry, per_lane.mapped_options()) for _ in range(lanes.LANES))
 
     def _prepare_split(self, source: Path, meta: Path) -> None:
         """Cut ``source`` before its decoder, prepare both halves, then describe the cut."""
@@ -241,6 +260,22 @@ class SessionFactory:
                 str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             )
             raise BundleError(str(path), f"not a loadable ONNX graph ({first_line[:200]})") from err
+
+
+@functools.cache
+def _shared_cpu_arena() -> bool:
+    """One memory arena for every CPU session of the process (registered once): the sessions
+    take turns, so each need not keep an arena of its own sized for its largest run; measured
+    -110 MB peak for a long text (docs/PERFORMANCE.md)."""
+    memory = ort.OrtMemoryInfo(
+        "Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT
+    )
+    try:
+        ort.create_and_register_allocator(memory, ort.OrtArenaCfg({}))
+    except Exception as err:  # onnxruntime's own exception types; only memory is lost
+        _LOGGER.debug("No shared arena: %s", err)
+        return False
+    return True
 
 
 def _split_or_none(source: Path) -> DecoderSplit | None:

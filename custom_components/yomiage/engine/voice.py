@@ -25,6 +25,14 @@ from .runtime import SessionFactory, SplitSessions
 from .text.frontend import PhoneSequence
 
 
+@dataclass(frozen=True)
+class Fronted:
+    """A sentence after the synthesizer's front: what its decoder reads, ``frames`` long."""
+
+    boundary: dict[str, NDArray[Any]]  # float32; the time-aligned ones [.., frames]
+    frames: int
+
+
 class DecodedPiece(NamedTuple):
     samples: NDArray[np.float32]  # float32 [samples] in [-1, 1]
     last: bool  # the sentence ends with it
@@ -129,25 +137,73 @@ class Voice:
         first_frames: int | None,
         lead: tuple[float | None, float],
     ) -> Generator[DecodedPiece]:
-        """Run the front once, then the decoder over frame spans, each with ``context`` frames of
-        overlap either side (its receptive field), trimmed off again: the samples of one run."""
-        front = split.front.run(list(split.boundary), feeds)
-        boundary = dict(zip(split.boundary, front, strict=True))
-        frames = max(value.shape[-1] for value in boundary.values())
-        context, hop = split.shape.context, split.shape.hop
+        """Run the front once, then the decoder over frame spans (see ``decode``)."""
+        fronted = self._run_front(split, feeds)
         if first_frames is not None:
-            first_frames = self._decode_speed.first_piece(frames, context, first_frames, *lead)
-        for start, stop in decode_spans(frames, first_frames, context, pieces.MAX_DECODE_FRAMES):
-            low, high = max(0, start - context), min(frames, stop + context)
-            window = {
-                name: value[..., low:high] if value.shape[-1] == frames else value
-                for name, value in boundary.items()
-            }
-            started = time.perf_counter()
-            (audio,) = split.decoder.run(None, window)
+            first_frames = self._decode_speed.first_piece(
+                fronted.frames, split.shape.context, first_frames, *lead
+            )
+        for span in decode_spans(
+            fronted.frames, first_frames, split.shape.context, pieces.MAX_DECODE_FRAMES
+        ):
+            yield DecodedPiece(self.decode(fronted, span), span[1] == fronted.frames)
+
+    @property
+    def lanes(self) -> int:
+        """Decoder sessions that can run side by side (lanes.py); 0 when there are none."""
+        split = self._split_sessions()
+        return 0 if split is None else len(split.lane_decoders)
+
+    @property
+    def decoder_context(self) -> int:
+        """Latent frames of overlap a decoded span needs on each side (0: the graph is whole)."""
+        split = self._split_sessions()
+        return 0 if split is None else split.shape.context
+
+    def front(
+        self,
+        sequence: PhoneSequence,
+        bert: NDArray[np.float32],
+        style_vector: NDArray[np.float32],
+        inputs: ModelInputs,
+    ) -> Fronted | None:
+        """The sentence through the synthesizer's front; None when the graph is not split."""
+        split = self._split_sessions()
+        if split is None:
+            return None
+        feeds = self._feeds(sequence, bert, style_vector, inputs)
+        feeds["noise_scale"] = _scalar(inputs.noise_scale)
+        return self._run_front(split, feeds)
+
+    def decode(
+        self, fronted: Fronted, span: tuple[int, int], lane: int | None = None
+    ) -> NDArray[np.float32]:
+        """Samples of the frames ``span`` of a fronted sentence, decoded with ``context`` frames
+        of overlap either side (the decoder's receptive field), trimmed off again: together the
+        spans give the samples of one whole run. ``lane``: one of the lane decoders (lanes.py),
+        else the decoder with every thread."""
+        split = self._split_sessions()
+        assert split is not None  # a Fronted comes from a split synthesizer
+        start, stop = span
+        frames, context, hop = fronted.frames, split.shape.context, split.shape.hop
+        low, high = max(0, start - context), min(frames, stop + context)
+        window = {
+            name: value[..., low:high] if value.shape[-1] == frames else value
+            for name, value in fronted.boundary.items()
+        }
+        decoder = split.decoder if lane is None else split.lane_decoders[lane]
+        started = time.perf_counter()
+        (audio,) = decoder.run(None, window)
+        if lane is None:  # the speed streaming plans with: the decoder with every thread
             self._decode_speed.record(high - low, time.perf_counter() - started)
-            samples = np.asarray(audio, dtype=np.float32).reshape(-1)
-            yield DecodedPiece(samples[(start - low) * hop : (stop - low) * hop], stop == frames)
+        samples = np.asarray(audio, dtype=np.float32).reshape(-1)
+        return samples[(start - low) * hop : (stop - low) * hop]
+
+    def _run_front(self, split: SplitSessions, feeds: dict[str, NDArray[Any]]) -> Fronted:
+        boundary = dict(
+            zip(split.boundary, split.front.run(list(split.boundary), feeds), strict=True)
+        )
+        return Fronted(boundary, max(value.shape[-1] for value in boundary.values()))
 
     def durations(
         self,

@@ -13,7 +13,6 @@ two sentences side by side on one-thread "lanes" (lanes.py) where the CPU has tw
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -31,7 +30,7 @@ from .bert import BertFeaturizer
 from .bundle import Bundle
 from .device_path import CharFeatures, DevicePath, FeaturePath, HostPath
 from .errors import InvalidTextError, UnknownVoiceError, YomiageError
-from .lanes import LANES, plan_rounds, run_side_by_side
+from .lanes import LANES, lanes_pay, longest_first, run_lanes
 from .options import SynthesisOptions
 from .pauses import MIN_PAUSE_S, boundary_pauses, trailing_pause
 from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_spans
@@ -79,6 +78,35 @@ class _Playback:
         return max(0.0, self._queued_s - (time.perf_counter() - self._started))
 
 
+class _ModelLock:
+    """The one lock around model runs (each run already uses every core), first come first
+    served: a thread that gives the lock up and asks again queues behind those already
+    waiting, so requests really take turns. It also tells whether anyone is waiting."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._next_ticket = 0
+        self._serving = 0
+
+    def __enter__(self) -> _ModelLock:
+        with self._condition:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            self._condition.wait_for(lambda: self._serving == ticket)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._condition:
+            self._serving += 1
+            self._condition.notify_all()
+
+    @property
+    def awaited(self) -> bool:
+        """Someone besides the holder has asked for the lock."""
+        with self._condition:
+            return self._next_ticket - self._serving > 1
+
+
 class Engine:
     def __init__(
         self,
@@ -110,7 +138,7 @@ class Engine:
             name: Voice(files, self._sessions, decode_speed)
             for name, files in self.bundle.speakers.items()
         }
-        self._model_lock = threading.Lock()
+        self._model_lock = _ModelLock()
         self._closed = False
         self.recent: deque[dict[str, Any]] = deque(maxlen=20)
         if self.device == "cuda":
@@ -283,9 +311,9 @@ class Engine:
         self, sequences: list[PhoneSequence], request: _Request
     ) -> list[AudioChunk]:
         """Whole-file synthesis with the decoder on two lanes: one BERT batch, the pause pass,
-        every sentence's front, then the decoder's jobs (sentences, or spans of long ones) round
-        by round (``lanes.plan_rounds``). Each step takes the model lock on its own, so other
-        requests take their turns in between."""
+        every sentence's front, then the decoder's jobs (sentences, or spans of long ones), the
+        lanes taking them from one queue (lanes.py). Each step takes the model lock on its own,
+        and the lanes give way between jobs to a request that waits, so requests take turns."""
         started = time.perf_counter()
         voice = request.voice
         features = self._run(self._features.char_features, [s.text for s in sequences])
@@ -308,14 +336,7 @@ class Engine:
             fronted.append(item)
             spent[index] += time.perf_counter() - started
         jobs = _decoder_jobs(fronted, voice.decoder_context)
-        decoded: dict[int, NDArray[np.float32]] = {}
-        for round_jobs in plan_rounds([frames for _, _, frames in jobs]):
-            started = time.perf_counter()
-            samples = self._run(self._decode_round, voice, fronted, [jobs[j] for j in round_jobs])
-            share = (time.perf_counter() - started) / len(round_jobs)
-            for job, job_samples in zip(round_jobs, samples, strict=True):
-                decoded[job] = job_samples
-                spent[jobs[job][0]] += share
+        decoded = self._decode_jobs(voice, fronted, jobs, spent)
         return [
             self._whole_sentence(
                 sequence,
@@ -326,16 +347,32 @@ class Engine:
             for index, sequence in enumerate(sequences)
         ]
 
-    def _decode_round(
-        self, voice: Voice, fronted: list[Fronted], jobs: list[_DecoderJob]
-    ) -> list[NDArray[np.float32]]:
-        """One job: the decoder with every thread; two: one on each lane, side by side."""
-        if len(jobs) == 1:
-            ((sentence, span, _),) = jobs
-            return [voice.decode(fronted[sentence], span)]
-        return run_side_by_side(
-            [functools.partial(voice.decode, fronted[sentence], span) for sentence, span, _ in jobs]
-        )
+    def _decode_jobs(
+        self, voice: Voice, fronted: list[Fronted], jobs: list[_DecoderJob], spent: list[float]
+    ) -> dict[int, NDArray[np.float32]]:
+        """Every job's samples, on the lanes where they pay, else one after the other with every
+        thread; each job's time is added to its sentence's ``spent``."""
+        frames = [decoded_frames for _, _, decoded_frames in jobs]
+
+        def decode(job: int, lane: int | None = None) -> NDArray[np.float32]:
+            sentence, span, _ = jobs[job]
+            return voice.decode(fronted[sentence], span, lane)
+
+        queue = deque(longest_first(frames))
+        decoded: dict[int, NDArray[np.float32]] = {}
+        on_lanes = lanes_pay(frames)
+        while queue:
+            started = time.perf_counter()
+            if on_lanes:
+                turn = self._run(run_lanes, queue, decode, lambda: not self._model_lock.awaited)
+            else:
+                job = queue.popleft()
+                turn = {job: self._run(decode, job)}
+            share = (time.perf_counter() - started) / len(turn)
+            for job, samples in turn.items():
+                decoded[job] = samples
+                spent[jobs[job][0]] += share
+        return decoded
 
     def _whole_sentence(
         self,

@@ -2,26 +2,26 @@
 
 A decoder session with two threads splits every convolution between them and waits for both
 after each one; on two cores it runs ~1.75x as fast as with one thread. Two one-thread sessions
-decoding two sentences side by side keep both cores busy without those waits: ~10 % less time
-for the decoder of a long text here (docs/PERFORMANCE.md). Streaming keeps the two-thread
+decoding two sentences side by side keep both cores busy without those waits: ~10-15 % less
+time for the decoder of a long text here (docs/PERFORMANCE.md). Streaming keeps the two-thread
 session: its first piece must come as early as possible, and a sentence of its own is not
 shared by two lanes.
 
-Sentences are paired by length (longest with the next longest, and so on), so that both lanes
-of a pair finish at about the same time; a pair whose lengths differ too much, and an odd one
-left over, decode one after the other on the two-thread session instead.
+The lanes take the jobs (sentences, or spans of long ones) longest first from one queue, each
+the next as soon as it is free, so that both finish at about the same time. They stop taking
+jobs when another request waits for its turn, and go on after it.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 LANES = 2
 # How much faster a two-thread decoder session runs than a one-thread one on two cores (measured
-# 1.70-1.78 here). Two lanes pay when the shorter job of a pair is longer than
-# (speedup - 1) x the longer one: max(a, b) < (a + b) / speedup.
+# 1.70-1.78 here): lanes pay when their longer queue finishes before speedup x all the work.
 TWO_THREAD_SPEEDUP = 1.75
 
 _Result = TypeVar("_Result")
@@ -32,49 +32,54 @@ def lane_threads(intra_op_threads: int) -> int:
     return intra_op_threads // LANES
 
 
-def plan_rounds(frames: Sequence[int]) -> list[tuple[int, ...]]:
-    """Decoder jobs (by their frame counts) grouped into rounds, longest first: a round of two
-    runs on the two lanes at once, a round of one on the two-thread session. Every job appears
-    exactly once."""
-    order = sorted(range(len(frames)), key=lambda job: -frames[job])
-    rounds: list[tuple[int, ...]] = []
-    for first in range(0, len(order) - 1, 2):
-        longer, shorter = order[first], order[first + 1]
-        if _pair_pays(frames[longer], frames[shorter]):
-            rounds.append((longer, shorter))
-        else:
-            rounds.extend(((longer,), (shorter,)))
-    if len(order) % 2:
-        rounds.append((order[-1],))
-    return rounds
+def longest_first(frames: Sequence[int]) -> list[int]:
+    """Jobs (by their frame counts) in the order the lanes take them."""
+    return sorted(range(len(frames)), key=lambda job: -frames[job])
 
 
-def _pair_pays(longer: int, shorter: int) -> bool:
-    return longer * TWO_THREAD_SPEEDUP < longer + shorter
+def lanes_pay(frames: Sequence[int]) -> bool:
+    """Whether two one-thread lanes taking the jobs longest first finish sooner than the
+    two-thread decoder running them one after the other (one job, or one long and one short,
+    do not)."""
+    loads = [0] * LANES
+    for job in longest_first(frames):
+        loads[loads.index(min(loads))] += frames[job]
+    return max(loads) * TWO_THREAD_SPEEDUP < sum(frames)
 
 
-def run_side_by_side(jobs: Sequence[Callable[[int], _Result]]) -> list[_Result]:
-    """Each job called with its lane number (0, 1) at the same time, results in the jobs' order:
-    the first job runs in the calling thread, the second in a thread of its own for this round
-    (~0.1 ms to start against seconds of decoding; nothing outlives the call). onnxruntime
-    releases the GIL while it runs."""
-    if len(jobs) != LANES:
-        raise ValueError(f"{len(jobs)} jobs for {LANES} lanes")
-    second: list[_Result] = []
-    failure: list[BaseException] = []
+def run_lanes(
+    queue: deque[int],
+    decode: Callable[[int, int], _Result],
+    keep_going: Callable[[], bool],
+) -> dict[int, _Result]:
+    """Both lanes take jobs from ``queue`` (left first) and ``decode(job, lane)`` them, until
+    it is empty or, after a job, ``keep_going()`` is false (so each lane decodes at least one
+    job per call, and a caller that gives way goes on next time); returns what was decoded, by
+    job. The first lane runs in the calling thread, the second in a thread of this call only
+    (~0.1 ms to start against seconds of decoding; onnxruntime releases the GIL while it runs).
+    A failing lane stops both from taking more jobs; the failure is raised once both stopped."""
+    decoded: dict[int, _Result] = {}
+    failures: list[BaseException] = []
 
-    def run_second() -> None:
+    def lane(number: int) -> None:
         try:
-            second.append(jobs[1](1))
-        except BaseException as err:  # handed to the calling thread below
-            failure.append(err)
+            while not failures:
+                try:
+                    job = queue.popleft()  # atomic: the lanes never take the same job
+                except IndexError:
+                    return
+                decoded[job] = decode(job, number)
+                if not keep_going():
+                    return
+        except BaseException as err:  # raised in the calling thread below
+            failures.append(err)
 
-    thread = threading.Thread(target=run_second, name="yomiage-lane-1", daemon=True)
-    thread.start()
+    second = threading.Thread(target=lane, args=(1,), name="yomiage-lane-1", daemon=True)
+    second.start()
     try:
-        first = jobs[0](0)
+        lane(0)
     finally:
-        thread.join()  # even when the first failed: no decoding is left running
-    if failure:
-        raise failure[0]
-    return [first, second[0]]
+        second.join()  # no decoding is left running, whatever happened
+    if failures:
+        raise failures[0]
+    return decoded

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from custom_components.yomiage.engine import pieces
 from custom_components.yomiage.engine.engine import Engine
-from custom_components.yomiage.engine.lanes import lane_threads, plan_rounds, run_side_by_side
+from custom_components.yomiage.engine.lanes import lane_threads, lanes_pay, longest_first, run_lanes
 from custom_components.yomiage.engine.runtime import SessionFactory
 from custom_components.yomiage.engine.voice import Voice
 
@@ -30,29 +31,18 @@ PCM_STEPS = 4
 
 # -- planning ---------------------------------------------------------------------------------
 @given(st.lists(st.integers(min_value=1, max_value=2000), max_size=30))
-def test_every_job_is_in_exactly_one_round_of_one_or_two(frames: list[int]) -> None:
-    rounds = plan_rounds(frames)
-    assert sorted(job for round_jobs in rounds for job in round_jobs) == list(range(len(frames)))
-    assert all(len(round_jobs) in (1, 2) for round_jobs in rounds)
+def test_jobs_are_taken_longest_first_each_once(frames: list[int]) -> None:
+    order = longest_first(frames)
+    assert sorted(order) == list(range(len(frames)))
+    assert [frames[job] for job in order] == sorted(frames, reverse=True)
 
 
-@given(st.lists(st.integers(min_value=1, max_value=2000), min_size=1, max_size=30))
-def test_rounds_go_longest_first_and_pair_only_where_both_lanes_stay_busy(
-    frames: list[int],
-) -> None:
-    rounds = plan_rounds(frames)
-    order = [frames[job] for round_jobs in rounds for job in round_jobs]
-    assert order == sorted(order, reverse=True)
-    for round_jobs in rounds:
-        if len(round_jobs) == 2:
-            longer, shorter = (frames[job] for job in round_jobs)
-            # two one-thread runs side by side beat the pair one after the other on two threads
-            assert longer < (longer + shorter) / 1.75
-
-
-def test_similar_sentences_pair_up_and_a_short_one_is_left_to_both_threads() -> None:
-    assert plan_rounds([300, 310, 290, 280, 60]) == [(1, 0), (2, 3), (4,)]
-    assert plan_rounds([400, 100]) == [(0,), (1,)]
+def test_lanes_pay_for_many_or_balanced_jobs_not_for_one_or_a_lopsided_pair() -> None:
+    assert lanes_pay([300, 317, 262, 213, 335, 281, 394, 320])  # the benchmark's long text
+    assert lanes_pay([300, 290])
+    assert not lanes_pay([300])
+    assert not lanes_pay([400, 100])  # 400 on one thread > 500 on two
+    assert not lanes_pay([])
 
 
 def test_lanes_share_out_the_cores() -> None:
@@ -61,43 +51,47 @@ def test_lanes_share_out_the_cores() -> None:
     assert SessionFactory(threads=4, decoder_lanes=False).lane_threads == 0
 
 
-# -- running side by side ------------------------------------------------------------------------
-def test_two_jobs_run_at_once_on_lanes_zero_and_one_and_leave_no_thread() -> None:
-    both_running = threading.Barrier(2, timeout=10)  # breaks unless the two jobs overlap
+# -- running the lanes --------------------------------------------------------------------------
+def test_both_lanes_decode_at_once_every_job_once_and_leave_no_thread() -> None:
+    both_running = threading.Barrier(2, timeout=10)  # breaks unless the lanes overlap
     threads_before = threading.active_count()
+    taken: list[tuple[int, int, str]] = []
 
-    def job(name: str) -> Any:
-        def run(lane: int) -> tuple[str, int, str]:
+    def decode(job: int, lane: int) -> int:
+        if job in (0, 1):
             both_running.wait()
-            return name, lane, threading.current_thread().name
+        taken.append((job, lane, threading.current_thread().name))
+        return job * 10
 
-        return run
-
-    first, second = run_side_by_side([job("a"), job("b")])
-    assert (first[:2], second[:2]) == (("a", 0), ("b", 1))
-    assert first[2] != second[2]
+    decoded = run_lanes(deque(range(6)), decode, lambda: True)
+    assert decoded == {job: job * 10 for job in range(6)}
+    assert {lane for _, lane, _ in taken} == {0, 1}
+    assert len({name for _, _, name in taken}) == 2
     assert threading.active_count() == threads_before
 
 
-def test_a_failing_lane_is_reported_once_both_have_stopped() -> None:
+def test_lanes_give_way_after_a_job_each_and_go_on_next_time() -> None:
+    queue = deque(range(5))
+    decoded = run_lanes(queue, lambda job, lane: job, lambda: False)
+    assert sorted(decoded) == [0, 1] and list(queue) == [2, 3, 4]
+    assert sorted(run_lanes(queue, lambda job, lane: job, lambda: True)) == [2, 3, 4]
+
+
+def test_a_failing_lane_stops_both_and_is_reported_once_both_have_stopped() -> None:
     finished: list[int] = []
 
-    def fails(lane: int) -> int:
-        raise RuntimeError(f"lane {lane} broke")
-
-    def slow(lane: int) -> int:
+    def decode(job: int, lane: int) -> int:
+        if job == 1:
+            raise RuntimeError("lane decoder broke")
         time.sleep(0.2)
-        finished.append(lane)
-        return lane
+        finished.append(job)
+        return job
 
-    with pytest.raises(RuntimeError, match="lane 1 broke"):
-        run_side_by_side([slow, fails])
-    with pytest.raises(RuntimeError, match="lane 0 broke"):
-        run_side_by_side([fails, slow])
-    assert finished == [0, 1]  # the other lane's run was waited for, not abandoned
-    assert run_side_by_side([lambda lane: lane * 10, lambda lane: lane * 10]) == [0, 10]
-    with pytest.raises(ValueError, match="3 jobs"):
-        run_side_by_side([lambda lane: lane] * 3)
+    queue = deque(range(8))
+    with pytest.raises(RuntimeError, match="lane decoder broke"):
+        run_lanes(queue, decode, lambda: True)
+    assert finished == [0]  # the other lane's job was waited for, and no new one was taken
+    assert list(queue) == [2, 3, 4, 5, 6, 7]
 
 
 # -- the engine ---------------------------------------------------------------------------------
@@ -166,7 +160,9 @@ def test_a_long_sentence_is_shared_by_the_lanes_in_spans(
 ) -> None:
     text = "今日は天気がいいので、公園まで散歩に行きましょう。"
     plain = plain_engine.synthesize(text, QUIET)
-    monkeypatch.setattr(pieces, "MAX_DECODE_FRAMES", plain.audio.shape[0] // 512 // 2)
+    monkeypatch.setattr(
+        pieces, "MAX_DECODE_FRAMES", plain.audio.shape[0] // 512 // 2 + 1
+    )  # two spans
     lanes = _decodes(lanes_engine, monkeypatch)
     on_lanes = lanes_engine.synthesize(text, QUIET)
     assert sorted(lane for lane in lanes if lane is not None) == [0, 1]
@@ -208,3 +204,37 @@ def test_a_failing_lane_fails_the_request_and_the_engine_goes_on(
         with pytest.raises(RuntimeError, match="lane decoder failed"):
             lanes_engine.synthesize(FOUR_SENTENCES, QUIET)
     np.testing.assert_array_equal(lanes_engine.synthesize(FOUR_SENTENCES, QUIET).audio, expected)
+
+
+def test_a_request_that_waits_gets_its_turn_between_lane_jobs(
+    lanes_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A short request arriving while a long one decodes on the lanes is answered before the
+    long one has finished all its jobs."""
+    events: list[str] = []
+    decode = Voice.decode
+    short: dict[str, Any] = {}
+
+    def synthesize_short() -> None:
+        short["result"] = lanes_engine.synthesize("はい。", QUIET)
+
+    def recorded(self: Voice, fronted: Any, span: tuple[int, int], lane: int | None = None) -> Any:
+        if lane is not None and "thread" not in short:
+            short["thread"] = threading.Thread(target=synthesize_short)
+            short["thread"].start()
+            deadline = time.monotonic() + 10
+            while not lanes_engine._model_lock.awaited and time.monotonic() < deadline:
+                time.sleep(0.001)
+        samples = decode(self, fronted, span, lane)
+        events.append("lane job" if lane is not None else "whole")
+        return samples
+
+    monkeypatch.setattr(Voice, "decode", recorded)
+    lanes_engine.synthesize(FOUR_SENTENCES * 3, QUIET)  # 12 decoder jobs on the lanes
+    short["thread"].join(timeout=30)
+    assert "result" in short
+    short_decoded = events.index("whole")  # the short request's last model run
+    # Its three turns (BERT, front, decoder) alternate with the long request's, one job per
+    # lane each: the first turn's two jobs, then two after each of its first two turns.
+    assert events[:short_decoded].count("lane job") <= 6
+    assert "lane job" in events[short_decoded:]  # the long request still had jobs left

@@ -162,6 +162,11 @@ class Engine:
     def threads(self) -> int:
         return self._sessions.intra_op_threads
 
+    @property
+    def lane_threads(self) -> int:
+        """Threads of each of the two lane decoders whole-file synthesis uses; 0: no lanes."""
+        return self._sessions.lane_threads if self.device == "cpu" else 0
+
     def load_all(self) -> None:
         """Create every session now: validates graphs (config flow) and avoids first-use latency.
         Then one short synthesis, so that the first streamed request sizes its first piece from

@@ -33,7 +33,7 @@ from .errors import InvalidTextError, UnknownVoiceError, YomiageError
 from .lanes import LANES, lanes_pay, longest_first, run_lanes
 from .options import SynthesisOptions
 from .pauses import MIN_PAUSE_S, boundary_pauses, trailing_pause
-from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_spans
+from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_spans, decode_window
 from .results import AudioChunk, Synthesis
 from .runtime import SessionFactory, resolve_device
 from .text.frontend import Frontend, PhoneSequence
@@ -165,7 +165,7 @@ class Engine:
     @property
     def lane_threads(self) -> int:
         """Threads of each of the two lane decoders whole-file synthesis uses; 0: no lanes."""
-        return self._sessions.lane_threads if self.device == "cpu" else 0
+        return self._sessions.lane_threads
 
     def load_all(self) -> None:
         """Create every session now: validates graphs (config flow) and avoids first-use latency.
@@ -343,11 +343,15 @@ class Engine:
         jobs = _decoder_jobs(fronted, voice.decoder_context)
         decoded = self._decode_jobs(voice, fronted, jobs, spent)
         return [
-            self._whole_sentence(
+            self._chunk(
                 sequence,
-                [decoded[job] for job, (owner, _, _) in enumerate(jobs) if owner == index],
+                np.concatenate(
+                    [decoded[j] for j, (owner, _, _) in enumerate(jobs) if owner == index]
+                ),
                 pauses[index],
                 spent[index],
+                starts=True,
+                ends=True,
             )
             for index, sequence in enumerate(sequences)
         ]
@@ -379,20 +383,27 @@ class Engine:
                 spent[jobs[job][0]] += share
         return decoded
 
-    def _whole_sentence(
+    def _chunk(
         self,
         sequence: PhoneSequence,
-        spans: list[NDArray[np.float32]],
+        samples: NDArray[np.float32],
         pause_before: float,
         compute_s: float,
+        starts: bool,
+        ends: bool,
     ) -> AudioChunk:
-        pcm = audio.to_pcm16(np.concatenate(spans))
+        """Audio of a sentence or a piece of it; a sentence's first piece opens with the pause."""
+        pcm = audio.to_pcm16(samples)
+        if starts:
+            pcm = np.concatenate((audio.silence(pause_before, self.sample_rate), pcm))
         return AudioChunk(
-            pcm=np.concatenate((audio.silence(pause_before, self.sample_rate), pcm)),
+            pcm=pcm,
             sample_rate=self.sample_rate,
             text=sequence.text,
-            pause_before_s=pause_before,
+            pause_before_s=pause_before if starts else 0.0,
             compute_s=compute_s,
+            starts_sentence=starts,
+            ends_sentence=ends,
         )
 
     def _stream_arriving(self, texts: Iterable[str], request: _Request) -> Iterator[AudioChunk]:
@@ -428,7 +439,7 @@ class Engine:
         """The sentence's audio piece by piece, each decoded under the model lock (another
         request may take its turn between pieces). With a ``playback`` clock (streaming), its
         first piece comes early, sized so that the player is not left waiting mid-sentence."""
-        pieces = self._features.synthesize_pieces(
+        decoded = self._features.synthesize_pieces(
             request.voice,
             sequence,
             char_features,
@@ -439,18 +450,14 @@ class Engine:
         )
         try:
             starts = True
-            while (piece := self._run(next, pieces, None)) is not None:
-                pcm = audio.to_pcm16(piece.samples)
-                if starts:
-                    pcm = np.concatenate((audio.silence(pause_before, self.sample_rate), pcm))
-                chunk = AudioChunk(
-                    pcm=pcm,
-                    sample_rate=self.sample_rate,
-                    text=sequence.text,
-                    pause_before_s=pause_before if starts else 0.0,
-                    compute_s=time.perf_counter() - started,
-                    starts_sentence=starts,
-                    ends_sentence=piece.last,
+            while (piece := self._run(next, decoded, None)) is not None:
+                chunk = self._chunk(
+                    sequence,
+                    piece.samples,
+                    pause_before,
+                    time.perf_counter() - started,
+                    starts,
+                    piece.last,
                 )
                 if playback is not None:
                     playback.queue(chunk.audio_s)
@@ -458,7 +465,7 @@ class Engine:
                 starts = False
                 started = time.perf_counter()
         finally:
-            pieces.close()
+            decoded.close()
 
     def _pauses(
         self,
@@ -534,7 +541,7 @@ def _decoder_jobs(fronted: list[Fronted], context: int) -> list[_DecoderJob]:
     """Every sentence's decoder runs in text order: whole, or in spans past MAX_DECODE_FRAMES."""
     jobs: list[_DecoderJob] = []
     for sentence, item in enumerate(fronted):
-        for start, stop in decode_spans(item.frames, None, context, pieces.MAX_DECODE_FRAMES):
-            decoded = min(item.frames, stop + context) - max(0, start - context)
-            jobs.append((sentence, (start, stop), decoded))
+        for span in decode_spans(item.frames, None, context, pieces.MAX_DECODE_FRAMES):
+            low, high = decode_window(span, item.frames, context)
+            jobs.append((sentence, span, high - low))
     return jobs

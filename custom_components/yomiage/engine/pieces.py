@@ -74,6 +74,13 @@ class DecodeSpeed:
         return min(frames, max(minimum, math.ceil(wanted)))
 
 
+def decode_window(span: tuple[int, int], frames: int, context: int) -> tuple[int, int]:
+    """The frames a decoder run reads for ``span``: ``context`` more on each side (its receptive
+    field), within the sentence's ``frames``."""
+    start, stop = span
+    return max(0, start - context), min(frames, stop + context)
+
+
 def decode_spans(
     frames: int, first_frames: int | None, context: int, max_frames: int = MAX_DECODE_FRAMES
 ) -> list[tuple[int, int]]:

@@ -111,8 +111,11 @@ class SessionFactory:
 
     @property
     def lane_threads(self) -> int:
-        """Threads of each lane decoder; 0: no lanes."""
-        return lanes.lane_threads(self.intra_op_threads) if self.decoder_lanes else 0
+        """Threads of each lane decoder; 0: no lanes (off, one core, or off the CPU: only CPU
+        synthesizers are split)."""
+        if not self.decoder_lanes or self.device != "cpu":
+            return 0
+        return lanes.lane_threads(self.intra_op_threads)
 
     @property
     def providers(self) -> list[str | tuple[str, dict[str, str]]]:

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from . import pieces
 from .bundle import SpeakerFiles
 from .errors import BundleError, UnknownVoiceError
-from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_spans
+from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_spans, decode_window
 from .runtime import SessionFactory, SplitSessions
 from .text.frontend import PhoneSequence
 
@@ -121,8 +121,7 @@ class Voice:
         pieces of at most ``MAX_DECODE_FRAMES``. Together the same samples as one whole run.
         One piece when the graph cannot be split, or the sentence is short and ``first_frames``
         is None."""
-        feeds = self._feeds(sequence, bert, style_vector, inputs)
-        feeds["noise_scale"] = _scalar(inputs.noise_scale)
+        feeds = self._synthesizer_feeds(sequence, bert, style_vector, inputs)
         split = self._split_sessions()
         if split is None:
             (audio,) = self._synthesizer_session().run(["audio"], feeds)
@@ -171,9 +170,7 @@ class Voice:
         split = self._split_sessions()
         if split is None:
             return None
-        feeds = self._feeds(sequence, bert, style_vector, inputs)
-        feeds["noise_scale"] = _scalar(inputs.noise_scale)
-        return self._run_front(split, feeds)
+        return self._run_front(split, self._synthesizer_feeds(sequence, bert, style_vector, inputs))
 
     def decode(
         self, fronted: Fronted, span: tuple[int, int], lane: int | None = None
@@ -185,8 +182,8 @@ class Voice:
         split = self._split_sessions()
         assert split is not None  # a Fronted comes from a split synthesizer
         start, stop = span
-        frames, context, hop = fronted.frames, split.shape.context, split.shape.hop
-        low, high = max(0, start - context), min(frames, stop + context)
+        frames, hop = fronted.frames, split.shape.hop
+        low, high = decode_window(span, frames, split.shape.context)
         window = {
             name: value[..., low:high] if value.shape[-1] == frames else value
             for name, value in fronted.boundary.items()
@@ -260,6 +257,18 @@ class Voice:
         inputs: ModelInputs,
     ) -> dict[str, NDArray[Any]]:
         return {**self._host_feeds(sequence, style_vector, inputs), "bert": bert[np.newaxis, :, :]}
+
+    def _synthesizer_feeds(
+        self,
+        sequence: PhoneSequence,
+        bert: NDArray[np.float32],
+        style_vector: NDArray[np.float32],
+        inputs: ModelInputs,
+    ) -> dict[str, NDArray[Any]]:
+        """Every synthesizer input: ``_feeds`` and the noise the duration predictor lacks."""
+        feeds = self._feeds(sequence, bert, style_vector, inputs)
+        feeds["noise_scale"] = _scalar(inputs.noise_scale)
+        return feeds
 
     def _host_feeds(
         self, sequence: PhoneSequence, style_vector: NDArray[np.float32], inputs: ModelInputs

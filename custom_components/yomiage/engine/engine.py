@@ -164,7 +164,8 @@ class Engine:
 
     @property
     def lane_threads(self) -> int:
-        """Threads of each of the two lane decoders whole-file synthesis uses; 0: no lanes."""
+        """Threads of the decoder session the two lanes of whole-file synthesis run on at once;
+        0: no lanes."""
         return self._sessions.lane_threads
 
     def load_all(self) -> None:

@@ -1,11 +1,14 @@
 """Two decoder runs at once for whole-file synthesis ("lanes").
 
 A decoder session with two threads splits every convolution between them and waits for both
-after each one; on two cores it runs ~1.75x as fast as with one thread. Two one-thread sessions
+after each one; on two cores it runs ~1.75x as fast as with one thread. Two one-thread runs
 decoding two sentences side by side keep both cores busy without those waits: ~10-15 % less
-time for the decoder of a long text here (docs/PERFORMANCE.md). Streaming keeps the two-thread
-session: its first piece must come as early as possible, and a sentence of its own is not
-shared by two lanes.
+time for the decoder of a long text here (docs/PERFORMANCE.md). Both lanes run on one session
+of their own, at once: onnxruntime runs a session from several threads, and a run does its
+work in the calling thread plus the session's pool (none with one thread), so one session (one
+mapping of the weights) serves both as well as a session per lane did. Streaming keeps the
+decoder with every thread: its first piece must come as early as possible, and a sentence of
+its own is not shared by two lanes.
 
 The lanes take the jobs (sentences, or spans of long ones) longest first from one queue, each
 the next as soon as it is free, so that both finish at about the same time. They stop taking
@@ -28,8 +31,11 @@ _Result = TypeVar("_Result")
 
 
 def lane_threads(intra_op_threads: int) -> int:
-    """Threads per lane session: the cores shared out; 0 where lanes cannot pay (one core)."""
-    return intra_op_threads // LANES
+    """Threads of the session both lanes run on: its two calling threads and its pool threads
+    together make one thread per core; 0 where lanes cannot pay (one core)."""
+    if intra_op_threads < LANES:
+        return 0
+    return intra_op_threads - LANES + 1
 
 
 def longest_first(frames: Sequence[int]) -> list[int]:

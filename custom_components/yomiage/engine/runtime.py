@@ -87,8 +87,8 @@ class SplitSessions:
     decoder: ort.InferenceSession  # ``boundary`` (time-sliceable) -> audio
     boundary: tuple[str, ...]
     shape: DecoderShape
-    # The decoder again, once per lane, with the cores shared out (lanes.py); empty without lanes.
-    lane_decoders: tuple[ort.InferenceSession, ...] = ()
+    # The decoder again, for the lanes to run at once (lanes.py); None without lanes.
+    lane_decoder: ort.InferenceSession | None = None
 
 
 def _cache_enabled() -> bool:
@@ -103,7 +103,7 @@ class SessionFactory:
     threads: int | None = None
     cache_dir: Path | None = None  # None: optimize.default_cache_dir()
     use_cache: bool = field(default_factory=_cache_enabled)
-    decoder_lanes: bool = True  # split synthesizers get lane decoders where the cores allow
+    decoder_lanes: bool = True  # split synthesizers get a lane decoder where the cores allow
 
     @property
     def intra_op_threads(self) -> int:
@@ -111,8 +111,8 @@ class SessionFactory:
 
     @property
     def lane_threads(self) -> int:
-        """Threads of each lane decoder; 0: no lanes (off, one core, or off the CPU: only CPU
-        synthesizers are split)."""
+        """Threads of the lanes' decoder session; 0: no lanes (off, one core, or off the CPU:
+        only CPU synthesizers are split)."""
         if not self.decoder_lanes or self.device != "cpu":
             return 0
         return lanes.lane_threads(self.intra_op_threads)
@@ -169,21 +169,20 @@ class SessionFactory:
                 self._open(self._part_entry(path, part), self.mapped_options())
                 for part in ("front", "decoder")
             )
-            lane_decoders = self._lane_decoders(self._part_entry(path, "decoder"))
+            lane_decoder = self._lane_decoder(self._part_entry(path, "decoder"))
         except BundleError as err:
             _LOGGER.warning("Discarding cached split of %s: %s", path, err.problem)
             meta.unlink(missing_ok=True)
             return None
         shape = DecoderShape(hop=described["hop"], context=described["context"])
-        return SplitSessions(front, decoder, tuple(described["boundary"]), shape, lane_decoders)
+        return SplitSessions(front, decoder, tuple(described["boundary"]), shape, lane_decoder)
 
-    def _lane_decoders(self, entry: Path) -> tuple[ort.InferenceSession, ...]:
-        """The cached decoder opened once per lane, each with its share of the cores (the
-        weights are the same mapped file: read from disk once)."""
+    def _lane_decoder(self, entry: Path) -> ort.InferenceSession | None:
+        """The cached decoder opened again with the lanes' threads (lanes.py), or None."""
         if not self.lane_threads:
-            return ()
-        per_lane = replace(self, threads=self.lane_threads)
-        return tuple(per_lane._open(entry, per_lane.mapped_options()) for _ in range(lanes.LANES))
+            return None
+        for_lanes = replace(self, threads=self.lane_threads)
+        return for_lanes._open(entry, for_lanes.mapped_options())
 
     def _prepare_split(self, source: Path, meta: Path) -> None:
         """Cut ``source`` before its decoder, prepare both halves, then describe the cut."""

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from . import pieces
 from .bundle import SpeakerFiles
 from .errors import BundleError, UnknownVoiceError
+from .lanes import LANES
 from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_spans, decode_window
 from .runtime import SessionFactory, SplitSessions
 from .text.frontend import PhoneSequence
@@ -149,9 +150,9 @@ class Voice:
 
     @property
     def lanes(self) -> int:
-        """Decoder sessions that can run side by side (lanes.py); 0 when there are none."""
+        """Decoder runs that can go side by side (lanes.py); 0 when there are no lanes."""
         split = self._split_sessions()
-        return 0 if split is None else len(split.lane_decoders)
+        return 0 if split is None or split.lane_decoder is None else LANES
 
     @property
     def decoder_context(self) -> int:
@@ -177,8 +178,8 @@ class Voice:
     ) -> NDArray[np.float32]:
         """Samples of the frames ``span`` of a fronted sentence, decoded with ``context`` frames
         of overlap either side (the decoder's receptive field), trimmed off again: together the
-        spans give the samples of one whole run. ``lane``: one of the lane decoders (lanes.py),
-        else the decoder with every thread."""
+        spans give the samples of one whole run. ``lane``: on one of the lanes (lanes.py; they
+        share a session of their own), else on the decoder with every thread."""
         split = self._split_sessions()
         assert split is not None  # a Fronted comes from a split synthesizer
         start, stop = span
@@ -188,10 +189,10 @@ class Voice:
             name: value[..., low:high] if value.shape[-1] == frames else value
             for name, value in fronted.boundary.items()
         }
-        decoder = split.decoder if lane is None else split.lane_decoders[lane]
+        decoder = split.decoder if lane is None else (split.lane_decoder or split.decoder)
         started = time.perf_counter()
         (audio,) = decoder.run(None, window)
-        if lane is None:  # the speed streaming plans with: the decoder with every thread
+        if decoder is split.decoder:  # the speed streaming plans with: every thread on one run
             self._decode_speed.record(high - low, time.perf_counter() - started)
         samples = np.asarray(audio, dtype=np.float32).reshape(-1)
         return samples[(start - low) * hop : (stop - low) * hop]

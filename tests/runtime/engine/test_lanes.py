@@ -46,8 +46,9 @@ def test_lanes_pay_for_many_or_balanced_jobs_not_for_one_or_a_lopsided_pair() ->
 
 
 def test_lanes_share_out_the_cores() -> None:
-    assert [lane_threads(cores) for cores in (1, 2, 3, 4, 16)] == [0, 1, 1, 2, 8]
-    assert SessionFactory(threads=4).lane_threads == 2
+    # Two calling threads plus the pool of the one session both lanes run on: one per core.
+    assert [lane_threads(cores) for cores in (1, 2, 3, 4, 16)] == [0, 1, 2, 3, 15]
+    assert SessionFactory(threads=4).lane_threads == 3
     assert SessionFactory(threads=4, decoder_lanes=False).lane_threads == 0
 
 
@@ -126,7 +127,7 @@ def _decodes(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[int | None
     return lanes
 
 
-def test_two_cores_give_two_lane_decoders_one_core_none(
+def test_two_cores_give_two_lanes_one_core_none(
     lanes_engine: Engine, plain_engine: Engine, tiny_bundle: Path
 ) -> None:
     assert _voice(lanes_engine).lanes == 2

@@ -105,10 +105,10 @@ def timed_synthesis(engine: Engine, text: str) -> dict[str, float]:
 
 
 def timed_stream(engine: Engine, text: str, whole: bool = False) -> dict[str, float]:
-    """Seconds until the first piece of audio. With ``whole``, the rest too, and how long a
-    player that starts with the first piece would wait for audio in between (each wait
-    either stretches a pause or stops a word). Without it the rest is not synthesised
-    (timed_synthesis measures the whole), which keeps a benchmark run short."""
+    """Seconds until the first piece of audio. With ``whole``, the rest too: seconds until the
+    last piece, and how long a player that starts with the first piece would wait for audio in
+    between (each wait either stretches a pause or stops a word). Without it the rest is not
+    synthesised (timed_synthesis measures the whole), which keeps a benchmark run short."""
     started = time.perf_counter()
     figures: dict[str, float] = {}
     played_until = waits = 0.0
@@ -124,6 +124,7 @@ def timed_stream(engine: Engine, text: str, whole: bool = False) -> dict[str, fl
             played_until = max(played_until, now) + samples / engine.rate
     if whole:
         figures["waits_s"] = waits
+        figures["last_audio_s"] = now
     return figures
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +45,11 @@ def test_quick_run_measures_each_process_on_its_own(quick_run: Path) -> None:
             assert runs["stream_first_audio_s"][0] > 0
             assert runs["stream_first_piece_s"][0] > 0  # its length varies: noise is on
         # The Assist reply is streamed to its end: the player's waits are measured.
-        assert entry["texts"]["assist"]["stream_waits_s"][0] >= 0
+        assist = entry["texts"]["assist"]
+        assert assist["stream_waits_s"][0] >= 0
+        assert assist["stream_last_audio_s"][0] >= assist["stream_first_audio_s"][0]
         assert "stream_waits_s" not in entry["texts"]["short"]
+        assert "stream_last_audio_s" not in entry["texts"]["short"]
     # Only the first configuration pays for preparing the graph cache (a fresh one per run).
     assert "first_load" in results["configs"]["yomiage"]
     assert "first_load" not in results["configs"]["yomiage-again"]
@@ -63,7 +67,14 @@ def test_quick_run_targets_are_ratios_of_the_recorded_medians(quick_run: Path) -
 
 
 # -- target arithmetic on made-up figures ----------------------------------------------------------
-def made_up(compute: float, audio: float, first: float, peak_mb: float, ready: float) -> Any:
+def made_up(
+    compute: float,
+    audio: float,
+    first: float,
+    peak_mb: float,
+    ready: float,
+    streamed: float = math.nan,
+) -> Any:
     texts = {
         name: {
             "audio_s": audio,
@@ -71,6 +82,8 @@ def made_up(compute: float, audio: float, first: float, peak_mb: float, ready: f
             "cpu_s": compute,
             "speed": audio / compute,
             "first_audio_s": first,
+            "streamed_s": streamed,
+            "waits_s": math.nan,
         }
         for name in ("long", "assist")
     }
@@ -104,6 +117,18 @@ def test_missed_targets_are_marked_in_the_table() -> None:
     peer = made_up(compute=13.0, audio=20.0, first=5.0, peak_mb=1000, ready=10.0)
     lines = bench._targets_table(bench.targets(ours, peer), "ours", "peer")
     assert sum("**no**" in line for line in lines) == 4
+
+
+def test_the_streamed_long_text_is_reported_beside_the_targets_not_as_one() -> None:
+    ours = made_up(compute=10.0, audio=20.0, first=2.0, peak_mb=500, ready=2.0, streamed=11.0)
+    peer = made_up(compute=13.0, audio=20.0, first=5.0, peak_mb=1000, ready=10.0, streamed=13.2)
+    assert bench.streamed_ratio(ours, peer) == pytest.approx(1.2)
+    assert len(bench.targets(ours, peer)) == 4
+    line = bench._streamed_line(ours, peer, "peer")[0]
+    assert "11.00 s against peer's 13.20 s" in line and "1.20" in line
+    unstreamed = made_up(compute=13.0, audio=20.0, first=5.0, peak_mb=1000, ready=10.0)
+    assert bench.streamed_ratio(ours, unstreamed) is None
+    assert bench._streamed_line(ours, unstreamed, "peer") == []
 
 
 # -- pieces ------------------------------------------------------------------------------------

@@ -124,6 +124,27 @@ async def test_speak_gives_an_mp3_url_fetched_over_http(
     assert float(probed["format"]["duration"]) > 0.3
 
 
+async def test_home_assistant_asks_for_a_stream_even_for_a_whole_message(
+    hass: HomeAssistant, entity_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Announcements (tts.speak, media source audio) come to the entity as a one-piece stream:
+    the engine's streaming path is the one Home Assistant users hear, never its whole-file
+    synthesis (docs/PERFORMANCE.md: what the benchmark's streamed long text stands for)."""
+    engine = engine_of(hass.config_entries.async_entries("yomiage")[0])
+    used: list[str] = []
+    for method in ("synthesize", "stream", "stream_sentences"):
+        original = getattr(engine, method)
+
+        def recorded(*args: Any, _method: str = method, _original: Any = original) -> Any:
+            used.append(_method)
+            return _original(*args)
+
+        monkeypatch.setattr(engine, method, recorded)
+    extension, data = await _audio(hass, entity_id, "おはようございます。七時です。", QUIET)
+    assert extension == "mp3" and len(data) > 1000
+    assert used == ["stream_sentences"]
+
+
 async def test_preferred_wav_is_44k_16bit_mono(hass: HomeAssistant, entity_id: str) -> None:
     extension, data = await _audio(
         hass, entity_id, "こんにちは。元気ですか？", {tts.ATTR_PREFERRED_FORMAT: "wav", **QUIET}

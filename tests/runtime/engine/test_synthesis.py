@@ -89,6 +89,27 @@ def test_first_audio_needs_bert_for_the_first_sentence_only(
     assert [c.text for c in rest if c.starts_sentence] == batches[1]
 
 
+def test_a_whole_message_streamed_as_it_arrives_also_speaks_after_one_sentence_of_bert(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Home Assistant hands an announcement over as one piece (stream_sentences): its first
+    audio must not wait for the other sentences' BERT either."""
+    batches: list[list[str]] = []
+    featurize = engine._features.char_features
+
+    def recorded(texts: list[str]) -> list[object]:
+        batches.append(list(texts))
+        return list(featurize(texts))
+
+    monkeypatch.setattr(engine._features, "char_features", recorded)
+    stream = engine.stream_sentences(iter([THREE_SENTENCES]), QUIET)
+    first = next(stream)
+    assert batches == [[first.text]]
+    rest = list(stream)
+    assert len(batches) == 2 and len(batches[1]) == 2  # the rest in one batch
+    assert [c.text for c in rest if c.starts_sentence] == batches[1]
+
+
 def test_silence_between_sentences_is_the_duration_predictor_pause(engine: Engine) -> None:
     chunks = [c for c in engine.stream(THREE_SENTENCES, QUIET) if c.starts_sentence]
     expected = _pauses_from_duration_graph(engine, [c.text for c in chunks])

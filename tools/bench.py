@@ -8,9 +8,10 @@ by repetition, so that a noisy machine slows both alike: compare the ratios of o
 
 Measured per configuration: cold load (process start to ready, one speaker); per text the
 compute time, audio length and speed factor (audio s / compute s; 2 warm-ups, median of 5); time
-to first audio when streaming (the Assist reply and the long text streamed to their end too:
-the player's waits, and the speed Home Assistant users get, since it asks every tts entity for
-a stream); peak RSS (VmHWM) after load and after all synthesis. Written to
+to first audio when streaming the way Home Assistant asks for speech (Yomiage: the message as
+one arriving piece, ``stream_sentences``; the Assist reply and the long text streamed to their
+end too: the player's waits, and the speed Home Assistant users get, since it asks every tts
+entity for a stream); peak RSS (VmHWM) after load and after all synthesis. Written to
 the output folder: results.json (every repetition), results.md (the tables) and results.png.
 
 ``--peer``: ``hayakoe`` (hayakoe 1.3.1 from .venv-peer, built by tools/peer/make_venv.sh when

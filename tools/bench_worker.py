@@ -62,7 +62,9 @@ class Yomiage:
         return int(self.engine.synthesize(text, self.options).audio.shape[0])
 
     def stream(self, text: str) -> Generator[int, None, None]:
-        with contextlib.closing(self.engine.stream(text, self.options)) as chunks:
+        # The way Home Assistant asks for speech: the whole message as one arriving piece.
+        arriving = self.engine.stream_sentences([text], self.options)
+        with contextlib.closing(arriving) as chunks:
             for chunk in chunks:
                 yield int(chunk.pcm.shape[0])
 

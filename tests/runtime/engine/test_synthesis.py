@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from custom_components.yomiage.engine.bert import join_char_features, spread_ove
 from custom_components.yomiage.engine.engine import Engine
 from custom_components.yomiage.engine.pauses import MIN_PAUSE_S
 from custom_components.yomiage.engine.pieces import FIRST_PIECE_FRAMES
+from custom_components.yomiage.engine.results import AudioChunk
 from custom_components.yomiage.engine.text.frontend import Frontend
 
 from .common import QUIET, SAMPLE_RATE, THREE_SENTENCES
@@ -70,9 +72,11 @@ def test_stream_sends_the_start_of_the_first_sentence_early(engine: Engine) -> N
     assert all(c.starts_sentence for c in chunks[2:])  # later sentences play after it anyway
 
 
-def test_first_audio_needs_bert_for_the_first_sentence_only(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
+def _speaks_after_the_first_sentences_bert(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, stream: Callable[[], Iterator[AudioChunk]]
 ) -> None:
+    """The first chunk comes after a BERT batch of its sentence alone; the other sentences
+    follow from one batch."""
     batches: list[list[str]] = []
     featurize = engine._features.char_features
 
@@ -81,12 +85,20 @@ def test_first_audio_needs_bert_for_the_first_sentence_only(
         return list(featurize(texts))
 
     monkeypatch.setattr(engine._features, "char_features", recorded)
-    stream = engine.stream(THREE_SENTENCES, QUIET)
-    first = next(stream)
+    chunks = stream()
+    first = next(chunks)
     assert batches == [[first.text]]
-    rest = list(stream)
+    rest = list(chunks)
     assert len(batches) == 2 and len(batches[1]) == 2  # the rest in one batch
     assert [c.text for c in rest if c.starts_sentence] == batches[1]
+
+
+def test_first_audio_needs_bert_for_the_first_sentence_only(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _speaks_after_the_first_sentences_bert(
+        engine, monkeypatch, lambda: engine.stream(THREE_SENTENCES, QUIET)
+    )
 
 
 def test_a_whole_message_streamed_as_it_arrives_also_speaks_after_one_sentence_of_bert(
@@ -94,20 +106,9 @@ def test_a_whole_message_streamed_as_it_arrives_also_speaks_after_one_sentence_o
 ) -> None:
     """Home Assistant hands an announcement over as one piece (stream_sentences): its first
     audio must not wait for the other sentences' BERT either."""
-    batches: list[list[str]] = []
-    featurize = engine._features.char_features
-
-    def recorded(texts: list[str]) -> list[object]:
-        batches.append(list(texts))
-        return list(featurize(texts))
-
-    monkeypatch.setattr(engine._features, "char_features", recorded)
-    stream = engine.stream_sentences(iter([THREE_SENTENCES]), QUIET)
-    first = next(stream)
-    assert batches == [[first.text]]
-    rest = list(stream)
-    assert len(batches) == 2 and len(batches[1]) == 2  # the rest in one batch
-    assert [c.text for c in rest if c.starts_sentence] == batches[1]
+    _speaks_after_the_first_sentences_bert(
+        engine, monkeypatch, lambda: engine.stream_sentences(iter([THREE_SENTENCES]), QUIET)
+    )
 
 
 def test_silence_between_sentences_is_the_duration_predictor_pause(engine: Engine) -> None:

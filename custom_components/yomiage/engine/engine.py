@@ -4,9 +4,10 @@ One BERT session serves every speaker; synthesizer sessions are created per spea
 Model runs are serialised by one lock (each run already uses every core), so concurrent requests
 take turns piece by piece and never mix audio.
 
-Streaming is ordered for early first audio: the first sentence gets a BERT run of its own and its
-first 0.56 s is decoded before the rest of it; the other sentences' BERT batch and the pause pass
-(which only decides the pauses before sentences 2..n) run while that audio already plays.
+Streaming is ordered for early first audio: the first sentence (of the text, or of each piece
+that arrives) gets a BERT run of its own and its first 0.56 s is decoded before the rest of it;
+the other sentences' BERT batch and the pause pass (which only decides the pauses before
+sentences 2..n) run while that audio already plays.
 Whole-file synthesis is ordered for throughput instead: one BERT batch, then the decoder runs of
 two sentences side by side on one-thread "lanes" (lanes.py) where the CPU has two cores or more.
 """

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -79,25 +79,46 @@ class _Playback:
         return max(0.0, self._queued_s - (time.perf_counter() - self._started))
 
 
+@dataclass
+class _Spoken:
+    """What a stream of arriving text has spoken so far: whether anything, and the pause the
+    last sentence predicts after itself."""
+
+    any: bool = False
+    pause_s: float = 0.0
+
+
 class _ModelLock:
     """The one lock around model runs (each run already uses every core), first come first
     served: a thread that gives the lock up and asks again queues behind those already
-    waiting, so requests really take turns. It also tells whether anyone is waiting."""
+    waiting, so requests really take turns. Its holder may take it again (one turn spanning
+    several runs). It also tells whether anyone is waiting."""
 
     def __init__(self) -> None:
         self._condition = threading.Condition()
         self._next_ticket = 0
         self._serving = 0
+        self._holder: int | None = None
+        self._depth = 0
 
     def __enter__(self) -> _ModelLock:
+        me = threading.get_ident()
         with self._condition:
+            if self._holder == me:
+                self._depth += 1
+                return self
             ticket = self._next_ticket
             self._next_ticket += 1
             self._condition.wait_for(lambda: self._serving == ticket)
+            self._holder, self._depth = me, 1
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         with self._condition:
+            self._depth -= 1
+            if self._depth:
+                return
+            self._holder = None
             self._serving += 1
             self._condition.notify_all()
 
@@ -204,7 +225,7 @@ class Engine:
         before returning."""
         request = self._request(options)
         sequences = self._analyse(self._checked_text(text))
-        return self._stream(sequences, request, playback=_Playback())
+        return self._first_in_one_turn(self._stream(sequences, request, playback=_Playback()))
 
     def stream_sentences(
         self, sentences: Iterable[str], options: SynthesisOptions | None = None
@@ -300,7 +321,7 @@ class Engine:
 
     def _stream(
         self, sequences: list[PhoneSequence], request: _Request, playback: _Playback | None
-    ) -> Iterator[AudioChunk]:
+    ) -> Generator[AudioChunk]:
         started = time.perf_counter()
         first, rest = sequences[0], sequences[1:]
         (first_features,) = self._run(self._features.char_features, [first.text])
@@ -409,24 +430,48 @@ class Engine:
         )
 
     def _stream_arriving(self, texts: Iterable[str], request: _Request) -> Iterator[AudioChunk]:
-        pause = 0.0
-        spoken = False
+        spoken = _Spoken()
         playback = _Playback()
         for piece in texts:
             if not piece.strip() or not self._frontend.is_speakable(piece):
                 continue
             started = time.perf_counter()
             sequences = self._analyse(self._checked_text(piece))
-            for sequence, features in self._first_alone(sequences):
-                pause_before = pause if spoken else 0.0
-                yield from self._sentence(
-                    sequence, features, pause_before, request, started, playback
-                )
-                pause = self._own_trailing_pause(sequence, features, request)
-                spoken = True
-                started = time.perf_counter()
-        if not spoken:
+            yield from self._first_in_one_turn(
+                self._arrived(sequences, request, playback, spoken, started)
+            )
+        if not spoken.any:
             raise InvalidTextError("text has nothing speakable in it")
+
+    def _arrived(
+        self,
+        sequences: list[PhoneSequence],
+        request: _Request,
+        playback: _Playback,
+        spoken: _Spoken,
+        started: float,
+    ) -> Generator[AudioChunk]:
+        """The sentences of one arrived piece, each after the pause the sentence before it
+        predicts for itself."""
+        for sequence, features in self._first_alone(sequences):
+            pause_before = spoken.pause_s if spoken.any else 0.0
+            yield from self._sentence(sequence, features, pause_before, request, started, playback)
+            spoken.pause_s = self._own_trailing_pause(sequence, features, request)
+            spoken.any = True
+            started = time.perf_counter()
+
+    def _first_in_one_turn(self, chunks: Generator[AudioChunk]) -> Iterator[AudioChunk]:
+        """``chunks``, the first made in one turn of the model lock: the runs a listener waits
+        on before hearing anything (BERT, front, first piece) follow each other, without
+        another request's runs (a piece of an announcement each) in between."""
+        try:
+            with self._model_lock:
+                first = next(chunks, None)
+            if first is not None:
+                yield first
+                yield from chunks
+        finally:
+            chunks.close()  # a listener that stops early ends the sentence being decoded too
 
     def _first_alone(
         self, sequences: list[PhoneSequence]

@@ -323,15 +323,15 @@ class Engine:
         self, sequences: list[PhoneSequence], request: _Request, playback: _Playback | None
     ) -> Generator[AudioChunk]:
         started = time.perf_counter()
-        first, rest = sequences[0], sequences[1:]
-        (first_features,) = self._run(self._features.char_features, [first.text])
+        with_features = self._first_alone(sequences)
+        first, first_features = next(with_features)
         yield from self._sentence(first, first_features, 0.0, request, started, playback)
+        started = time.perf_counter()
+        rest = list(with_features)
         if not rest:
             return
-        started = time.perf_counter()
-        rest_features = self._run(self._features.char_features, [s.text for s in rest])
-        pauses = self._pauses(sequences, [first_features, *rest_features], request)
-        for sequence, features, pause in zip(rest, rest_features, pauses[1:], strict=True):
+        pauses = self._pauses(sequences, [first_features, *(f for _, f in rest)], request)
+        for (sequence, features), pause in zip(rest, pauses[1:], strict=True):
             yield from self._sentence(sequence, features, pause, request, started, playback)
             started = time.perf_counter()
 

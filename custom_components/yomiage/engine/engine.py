@@ -18,10 +18,10 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -47,6 +47,7 @@ DEFAULT_MAX_CHARS = 5000
 _WARM_UP_TEXT = "あ。い。"
 # Long enough (~70 frames) that the decoder's fixed cost per run does not dominate its timing.
 _TIMING_TEXT = "おはようございます。"
+_Done = TypeVar("_Done")  # what a job of the lanes gives
 
 
 @dataclass(frozen=True)
@@ -338,39 +339,41 @@ class Engine:
     def _whole_on_lanes(
         self, sequences: list[PhoneSequence], request: _Request
     ) -> list[AudioChunk]:
-        """Whole-file synthesis with the decoder on two lanes: one BERT batch, the pause pass,
-        every sentence's front, then the decoder's jobs (sentences, or spans of long ones), the
-        lanes taking them from one queue (lanes.py). Each step takes the model lock on its own,
-        and the lanes give way between jobs to a request that waits, so requests take turns."""
+        """Whole-file synthesis on two lanes (lanes.py): one BERT batch, the pause pass, every
+        sentence's front (two at once), then the decoder's jobs (sentences, or spans of long
+        ones), the lanes taking them from one queue. Each step takes the model lock on its own,
+        and the lanes give way between jobs to a request that waits: requests take turns."""
         started = time.perf_counter()
-        voice = request.voice
         features = self._run(self._features.char_features, [s.text for s in sequences])
         pauses = self._pauses(sequences, features, request)
         spent = [time.perf_counter() - started] + [0.0] * (len(sequences) - 1)
-        fronted: list[Fronted] = []
-        for index, (sequence, sentence_features) in enumerate(
-            zip(sequences, features, strict=True)
-        ):
-            started = time.perf_counter()
-            item = self._run(
-                self._features.front,
-                voice,
-                sequence,
-                sentence_features,
-                request.style_vector,
-                request.inputs,
-            )
+
+        def front(index: int, _lane: int | None = None) -> Fronted:
+            sequence, style, inputs = sequences[index], request.style_vector, request.inputs
+            item = self._features.front(request.voice, sequence, features[index], style, inputs)
             assert item is not None  # a voice with lanes has a split synthesizer on the host
-            fronted.append(item)
-            spent[index] += time.perf_counter() - started
-        jobs = _decoder_jobs(fronted, voice.decoder_context)
-        decoded = self._decode_jobs(voice, fronted, jobs, spent)
+            return item
+
+        # Both lanes call the front session with every thread: its convolutions over a few
+        # hundred frames keep two threads busy only part of the time, and two sentences at once
+        # fill the gaps (fronts of the long text 2.12 -> 1.93 s here, docs/PERFORMANCE.md).
+        phones = [len(sequence.phones) for sequence in sequences]
+        owners = list(range(len(sequences)))
+        by_sentence = self._jobs(phones, owners, front, len(sequences) > 1, spent)
+        fronted = [by_sentence[index] for index in owners]
+        jobs = _decoder_jobs(fronted, request.voice.decoder_context)
+
+        def decode(job: int, lane: int | None = None) -> NDArray[np.float32]:
+            sentence, span, _ = jobs[job]
+            return request.voice.decode(fronted[sentence], span, lane)
+
+        frames = [decoded_frames for _, _, decoded_frames in jobs]
+        owners = [sentence for sentence, _, _ in jobs]
+        decoded = self._jobs(frames, owners, decode, lanes_pay(frames), spent)
         return [
             self._chunk(
                 sequence,
-                np.concatenate(
-                    [decoded[j] for j, (owner, _, _) in enumerate(jobs) if owner == index]
-                ),
+                np.concatenate([decoded[j] for j, owner in enumerate(owners) if owner == index]),
                 pauses[index],
                 spent[index],
                 starts=True,
@@ -379,32 +382,31 @@ class Engine:
             for index, sequence in enumerate(sequences)
         ]
 
-    def _decode_jobs(
-        self, voice: Voice, fronted: list[Fronted], jobs: list[_DecoderJob], spent: list[float]
-    ) -> dict[int, NDArray[np.float32]]:
-        """Every job's samples, on the lanes where they pay, else one after the other with every
-        thread; each job's time is added to its sentence's ``spent``."""
-        frames = [decoded_frames for _, _, decoded_frames in jobs]
-
-        def decode(job: int, lane: int | None = None) -> NDArray[np.float32]:
-            sentence, span, _ = jobs[job]
-            return voice.decode(fronted[sentence], span, lane)
-
-        queue = deque(longest_first(frames))
-        decoded: dict[int, NDArray[np.float32]] = {}
-        on_lanes = lanes_pay(frames)
+    def _jobs(
+        self,
+        sizes: list[int],
+        owners: list[int],
+        run: Callable[[int, int | None], _Done],
+        on_lanes: bool,
+        spent: list[float],
+    ) -> dict[int, _Done]:
+        """Every job's result, longest (by ``sizes``) first: ``run(job, lane)`` on the lanes,
+        else ``run(job, None)`` one after the other; the time of each job is added to the
+        ``spent`` of the sentence that owns it."""
+        queue = deque(longest_first(sizes))
+        done: dict[int, _Done] = {}
         while queue:
             started = time.perf_counter()
             if on_lanes:
-                turn = self._run(run_lanes, queue, decode, lambda: not self._model_lock.awaited)
+                turn = self._run(run_lanes, queue, run, lambda: not self._model_lock.awaited)
             else:
                 job = queue.popleft()
-                turn = {job: self._run(decode, job)}
+                turn = {job: self._run(run, job, None)}
             share = (time.perf_counter() - started) / len(turn)
-            for job, samples in turn.items():
-                decoded[job] = samples
-                spent[jobs[job][0]] += share
-        return decoded
+            for job, result in turn.items():
+                done[job] = result
+                spent[owners[job]] += share
+        return done
 
     def _chunk(
         self,

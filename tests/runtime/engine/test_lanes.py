@@ -172,6 +172,43 @@ def test_a_long_sentence_is_shared_by_the_lanes_in_spans(
     assert on_lanes.audio.shape == plain.audio.shape and steps.max() <= PCM_STEPS
 
 
+def _front_threads(monkeypatch: pytest.MonkeyPatch, overlapping: int) -> list[str]:
+    """The thread of each front run from now on; the first ``overlapping`` ones must run at
+    the same time (else they fail)."""
+    at_once = threading.Barrier(overlapping, timeout=10) if overlapping > 1 else None
+    threads: list[str] = []
+    front = Voice.front
+
+    def recorded(self: Voice, *args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        if at_once is not None and len(threads) <= overlapping:
+            at_once.wait()
+        return front(self, *args)
+
+    monkeypatch.setattr(Voice, "front", recorded)
+    return threads
+
+
+def test_the_fronts_of_a_whole_file_run_two_at_once(
+    lanes_engine: Engine, plain_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads = _front_threads(monkeypatch, overlapping=2)
+    on_lanes = lanes_engine.synthesize(FOUR_SENTENCES, QUIET)
+    assert len(threads) == 4 and len(set(threads)) == 2
+    monkeypatch.undo()
+    plain = plain_engine.synthesize(FOUR_SENTENCES, QUIET)
+    steps = np.abs(on_lanes.audio.astype(np.int32) - plain.audio.astype(np.int32))
+    assert on_lanes.audio.shape == plain.audio.shape and steps.max() <= PCM_STEPS
+
+
+def test_the_front_of_one_sentence_runs_in_the_calling_thread(
+    lanes_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads = _front_threads(monkeypatch, overlapping=1)
+    lanes_engine.synthesize("今日は晴れです。", QUIET)
+    assert threads == [threading.current_thread().name]
+
+
 def test_streaming_keeps_the_decoder_with_every_thread(
     lanes_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:

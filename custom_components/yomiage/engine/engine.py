@@ -31,7 +31,7 @@ from .bert import BertFeaturizer
 from .bundle import Bundle
 from .device_path import CharFeatures, DevicePath, FeaturePath, HostPath
 from .errors import InvalidTextError, UnknownVoiceError, YomiageError
-from .lanes import LANES, lanes_pay, longest_first, pair_keeps_up, run_lanes
+from .lanes import LANES, lanes_pay, longest_first, run_lanes
 from .options import SynthesisOptions
 from .pauses import MIN_PAUSE_S, boundary_pauses, trailing_pause
 from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_spans, decode_window
@@ -82,13 +82,11 @@ class _Playback:
 
 @dataclass
 class _Spoken:
-    """What a stream of arriving text has spoken so far: whether anything, the pause the last
-    sentence predicts after itself, and the latent frames per phone of the last sentence (how
-    long the next one will be, roughly)."""
+    """What a stream of arriving text has spoken so far: whether anything, and the pause the
+    last sentence predicts after itself."""
 
     any: bool = False
     pause_s: float = 0.0
-    frames_per_phone: float | None = None
 
 
 class _ModelLock:
@@ -158,9 +156,9 @@ class Engine:
             else HostPath(self._bert)
         )
         first = next(iter(self.bundle.speakers.values())).config
-        self._decode_speed = DecodeSpeed(first.hop_length / first.sample_rate)
+        decode_speed = DecodeSpeed(first.hop_length / first.sample_rate)
         self._voices = {
-            name: Voice(files, self._sessions, self._decode_speed)
+            name: Voice(files, self._sessions, decode_speed)
             for name, files in self.bundle.speakers.items()
         }
         self._model_lock = _ModelLock()
@@ -341,29 +339,14 @@ class Engine:
     def _whole_on_lanes(
         self, sequences: list[PhoneSequence], request: _Request
     ) -> list[AudioChunk]:
-        """Whole-file synthesis on two lanes (lanes.py): one BERT batch, the pause pass, then
-        every sentence's front and decoding on the lanes (``_on_lanes``)."""
+        """Whole-file synthesis on two lanes (lanes.py): one BERT batch, the pause pass, every
+        sentence's front (two at once), then the decoder's jobs (sentences, or spans of long
+        ones), the lanes taking them from one queue. Each step takes the model lock on its own,
+        and the lanes give way between jobs to a request that waits: requests take turns."""
         started = time.perf_counter()
         features = self._run(self._features.char_features, [s.text for s in sequences])
         pauses = self._pauses(sequences, features, request)
         spent = [time.perf_counter() - started] + [0.0] * (len(sequences) - 1)
-        samples = self._on_lanes(sequences, features, request, spent)
-        return [
-            self._chunk(sequence, sentence, pauses[index], spent[index], starts=True, ends=True)
-            for index, (sequence, sentence) in enumerate(zip(sequences, samples, strict=True))
-        ]
-
-    def _on_lanes(
-        self,
-        sequences: list[PhoneSequence],
-        features: list[CharFeatures],
-        request: _Request,
-        spent: list[float],
-    ) -> list[NDArray[np.float32]]:
-        """Each sentence's samples: the fronts two at once, then the decoder's jobs (sentences,
-        or spans of long ones) taken by the lanes from one queue. Each step takes the model lock
-        on its own, and the lanes give way between jobs to a request that waits: requests take
-        turns. Each sentence's ``spent`` grows by the time of its runs."""
 
         def front(index: int, _lane: int | None = None) -> Fronted:
             sequence, style, inputs = sequences[index], request.style_vector, request.inputs
@@ -373,7 +356,7 @@ class Engine:
 
         # Both lanes call the front session with every thread: its convolutions over a few
         # hundred frames keep two threads busy only part of the time, and two sentences at once
-        # fill the gaps (fronts of the long text 2.14 -> 1.94 s here, docs/PERFORMANCE.md).
+        # fill the gaps (fronts of the long text 2.12 -> 1.93 s here, docs/PERFORMANCE.md).
         phones = [len(sequence.phones) for sequence in sequences]
         owners = list(range(len(sequences)))
         by_sentence = self._jobs(phones, owners, front, len(sequences) > 1, spent)
@@ -388,8 +371,15 @@ class Engine:
         owners = [sentence for sentence, _, _ in jobs]
         decoded = self._jobs(frames, owners, decode, lanes_pay(frames), spent)
         return [
-            np.concatenate([decoded[job] for job, owner in enumerate(owners) if owner == index])
-            for index in range(len(sequences))
+            self._chunk(
+                sequence,
+                np.concatenate([decoded[j] for j, owner in enumerate(owners) if owner == index]),
+                pauses[index],
+                spent[index],
+                starts=True,
+                ends=True,
+            )
+            for index, sequence in enumerate(sequences)
         ]
 
     def _jobs(
@@ -464,82 +454,13 @@ class Engine:
         started: float,
     ) -> Generator[AudioChunk]:
         """The sentences of one arrived piece, each after the pause the sentence before it
-        predicts for itself: one by one in pieces, or two at once on the lanes while the player
-        is far enough ahead (lanes.py)."""
-        with_features = self._first_alone(sequences)
-        yield from self._spoken_one(next(with_features), request, playback, spoken, started)
-        rest = deque(with_features)
-        while rest:
-            started = time.perf_counter()
-            if len(rest) > 1 and self._pair_keeps_up(rest[0][0], request, playback, spoken):
-                pair = [rest.popleft(), rest.popleft()]
-                yield from self._spoken_pair(pair, request, playback, spoken, started)
-            else:
-                yield from self._spoken_one(rest.popleft(), request, playback, spoken, started)
-
-    def _spoken_one(
-        self,
-        sentence: tuple[PhoneSequence, CharFeatures],
-        request: _Request,
-        playback: _Playback,
-        spoken: _Spoken,
-        started: float,
-    ) -> Generator[AudioChunk]:
-        sequence, features = sentence
-        pause_before = spoken.pause_s if spoken.any else 0.0
-        speech_s = 0.0
-        chunks = self._sentence(sequence, features, pause_before, request, started, playback)
-        try:
-            for chunk in chunks:
-                speech_s += chunk.audio_s - chunk.pause_before_s
-                yield chunk
-        finally:
-            chunks.close()  # a listener that stops early ends the sentence's decoding too
-        self._note_spoken(sentence, speech_s, request, spoken)
-
-    def _spoken_pair(
-        self,
-        pair: list[tuple[PhoneSequence, CharFeatures]],
-        request: _Request,
-        playback: _Playback,
-        spoken: _Spoken,
-        started: float,
-    ) -> Generator[AudioChunk]:
-        """Two sentences decoded at once on the lanes, each handed over whole."""
-        spent = [time.perf_counter() - started, 0.0]
-        sequences = [sequence for sequence, _ in pair]
-        samples = self._on_lanes(sequences, [features for _, features in pair], request, spent)
-        for sentence, sentence_samples, compute_s in zip(pair, samples, spent, strict=True):
+        predicts for itself."""
+        for sequence, features in self._first_alone(sequences):
             pause_before = spoken.pause_s if spoken.any else 0.0
-            chunk = self._chunk(sentence[0], sentence_samples, pause_before, compute_s, True, True)
-            playback.queue(chunk.audio_s)
-            yield chunk
-            self._note_spoken(sentence, chunk.audio_s - pause_before, request, spoken)
-
-    def _note_spoken(
-        self,
-        sentence: tuple[PhoneSequence, CharFeatures],
-        speech_s: float,
-        request: _Request,
-        spoken: _Spoken,
-    ) -> None:
-        sequence, features = sentence
-        spoken.pause_s = self._own_trailing_pause(sequence, features, request)
-        spoken.any = True
-        frames = speech_s / self._seconds_per_frame(request)
-        spoken.frames_per_phone = frames / max(1, len(sequence.phones))
-
-    def _pair_keeps_up(
-        self, sequence: PhoneSequence, request: _Request, playback: _Playback, spoken: _Spoken
-    ) -> bool:
-        """Whether ``sequence`` and the next sentence can be decoded at once on the lanes, the
-        player's lead covering the wait for the first of them (its length estimated from the
-        sentence before)."""
-        if request.voice.lanes != LANES or spoken.frames_per_phone is None:
-            return False
-        frames = len(sequence.phones) * spoken.frames_per_phone
-        decode_s = self._decode_speed.seconds(round(frames) + 2 * request.voice.decoder_context)
-        return pair_keeps_up(decode_s, playback.lead_s())
+            yield from self._sentence(sequence, features, pause_before, request, started, playback)
+            spoken.pause_s = self._own_trailing_pause(sequence, features, request)
+            spoken.any = True
+            started = time.perf_counter()
 
     def _first_in_one_turn(self, chunks: Generator[AudioChunk]) -> Iterator[AudioChunk]:
         """``chunks``, the first made in one turn of the model lock: the runs a listener waits
@@ -576,7 +497,7 @@ class Engine:
         request: _Request,
         started: float,
         playback: _Playback | None,
-    ) -> Generator[AudioChunk]:
+    ) -> Iterator[AudioChunk]:
         """The sentence's audio piece by piece, each decoded under the model lock (another
         request may take its turn between pieces). With a ``playback`` clock (streaming), its
         first piece comes early, sized so that the player is not left waiting mid-sentence."""

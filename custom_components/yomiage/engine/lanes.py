@@ -1,4 +1,4 @@
-"""Two model runs at once ("lanes"): whole files, and streams once the player is far ahead.
+"""Two decoder runs at once for whole-file synthesis ("lanes").
 
 A decoder session with two threads splits every convolution between them and waits for both
 after each one; on two cores it runs ~1.75x as fast as with one thread. Two one-thread runs
@@ -6,21 +6,22 @@ decoding two sentences side by side keep both cores busy without those waits: ~1
 time for the decoder of a long text here (docs/PERFORMANCE.md). Both lanes run on one session
 of their own, at once: onnxruntime runs a session from several threads, and a run does its
 work in the calling thread plus the session's pool (none with one thread), so one session (one
-mapping of the weights) serves both as well as a session per lane did.
+mapping of the weights) serves both as well as a session per lane did. Streaming keeps the
+decoder with every thread: its first piece must come as early as possible, and a sentence of
+its own is not shared by two lanes. Streams decoding two later sentences at once while the
+player is far ahead were measured and dropped: 3-6 % less compute for a long announcement,
+which a player fed faster than real time never hears, while a request arriving meanwhile waits
+for a whole sentence on a lane (an Assist reply during an announcement: first audio median
+1.62 -> 2.23 s here; docs/PERFORMANCE.md).
+
+The fronts of a whole file (text encoder, durations, flow: frame-rate work that keeps two
+threads busy only part of the time) also run two at once, both lanes calling the front session
+with every thread: ~10 % less time for the fronts of a long text, and no session of their own
+(a one-thread front session would gain more, ~30 %, but map the front's 190 MB once more).
 
 The lanes take the jobs (sentences, or spans of long ones) longest first from one queue, each
 the next as soon as it is free, so that both finish at about the same time. They stop taking
 jobs when another request waits for its turn, and go on after it.
-
-The fronts (text encoder, durations, flow: frame-rate work that keeps two threads busy only
-part of the time) of two or more sentences also run two at once, both lanes calling the front
-session with every thread: ~10 % less time for the fronts of a long text, and no session of
-their own (a one-thread front session would gain ~30 % but map the front's 190 MB once more).
-
-A stream (Home Assistant's path) decodes two sentences at once too, each handed over whole,
-while the player holds enough audio that the first of them is ready before it runs out
-(``pair_keeps_up``). Its first sentence, and any while the player is close behind, keep the
-decoder with every thread and an early first piece: a lane takes ~1.75x as long per sentence.
 """
 
 from __future__ import annotations
@@ -34,10 +35,6 @@ LANES = 2
 # How much faster a two-thread decoder session runs than a one-thread one on two cores (measured
 # 1.70-1.78 here): lanes pay when their longer queue finishes before speedup x all the work.
 TWO_THREAD_SPEEDUP = 1.75
-
-# Two streamed sentences' fronts, run two at once before their decoding, take about this share
-# of the first one's decoding with every thread (~0.35 here for sentences of similar length).
-PAIR_FRONTS_SHARE = 0.5
 
 _Result = TypeVar("_Result")
 
@@ -63,17 +60,6 @@ def lanes_pay(frames: Sequence[int]) -> bool:
     for job in longest_first(frames):
         loads[loads.index(min(loads))] += frames[job]
     return max(loads) * TWO_THREAD_SPEEDUP < sum(frames)
-
-
-def pair_keeps_up(decode_s: float | None, lead_s: float | None) -> bool:
-    """Whether a streamed sentence that the decoder with every thread decodes in ``decode_s``
-    (headroom included) can instead be decoded on a lane, the next sentence on the other, and be
-    ready before the player has played the ``lead_s`` seconds it holds: a lane decodes it
-    ``TWO_THREAD_SPEEDUP`` times slower, after both sentences' fronts. Never before playing
-    starts or before the speed is known."""
-    if decode_s is None or lead_s is None:
-        return False
-    return lead_s >= decode_s * (TWO_THREAD_SPEEDUP + PAIR_FRONTS_SHARE)
 
 
 def run_lanes(

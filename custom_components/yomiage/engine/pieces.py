@@ -49,13 +49,6 @@ class DecodeSpeed:
                 observed if known is None else known + _SMOOTHING * (observed - known)
             )
 
-    def seconds(self, frames: int) -> float | None:
-        """How long decoding ``frames`` with every thread takes, with headroom; None before any
-        run."""
-        with self._lock:
-            cost = self._seconds_per_frame
-        return None if cost is None else frames * cost * _SPEED_MARGIN
-
     def first_piece(
         self, frames: int, context: int, minimum: int, lead_s: float | None, pause_s: float = 0.0
     ) -> int:

@@ -16,16 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from custom_components.yomiage.engine import pieces
-from custom_components.yomiage.engine.engine import Engine, _Playback
-from custom_components.yomiage.engine.lanes import (
-    lane_threads,
-    lanes_pay,
-    longest_first,
-    pair_keeps_up,
-    run_lanes,
-)
-from custom_components.yomiage.engine.pieces import DecodeSpeed
-from custom_components.yomiage.engine.results import AudioChunk
+from custom_components.yomiage.engine.engine import Engine
+from custom_components.yomiage.engine.lanes import lane_threads, lanes_pay, longest_first, run_lanes
 from custom_components.yomiage.engine.runtime import SessionFactory
 from custom_components.yomiage.engine.voice import Voice
 
@@ -58,17 +50,6 @@ def test_lanes_share_out_the_cores() -> None:
     assert [lane_threads(cores) for cores in (1, 2, 3, 4, 16)] == [0, 1, 2, 3, 15]
     assert SessionFactory(threads=4).lane_threads == 3
     assert SessionFactory(threads=4, decoder_lanes=False).lane_threads == 0
-
-
-def test_a_streamed_pair_waits_for_a_lead_that_covers_the_slower_lane_and_both_fronts() -> None:
-    assert not pair_keeps_up(None, 100.0)  # the decoding speed is not known yet
-    assert not pair_keeps_up(1.0, None)  # nothing plays yet
-    assert not pair_keeps_up(1.0, 2.2)
-    assert pair_keeps_up(1.0, 2.3)
-    speed = DecodeSpeed(512 / 44100)
-    assert speed.seconds(100) is None
-    speed.record(100, 1.0)
-    assert speed.seconds(100) == pytest.approx(1.3)  # with the headroom pieces sizing uses
 
 
 # -- running the lanes --------------------------------------------------------------------------
@@ -226,55 +207,6 @@ def test_the_front_of_one_sentence_runs_in_the_calling_thread(
     threads = _front_threads(monkeypatch, overlapping=1)
     lanes_engine.synthesize("今日は晴れです。", QUIET)
     assert threads == [threading.current_thread().name]
-
-
-SIX_SENTENCES = FOUR_SENTENCES + "夕方から雨が降ります。傘を持って行きましょう。"
-
-
-def _streamed(engine: Engine, text: str) -> list[AudioChunk]:
-    return list(engine.stream_sentences([text], QUIET))
-
-
-def _lead(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
-    """The player holds ``seconds`` of audio whenever asked, once playing has started."""
-    lead_s = _Playback.lead_s
-    monkeypatch.setattr(_Playback, "lead_s", lambda self: None if lead_s(self) is None else seconds)
-
-
-def _joined(chunks: list[AudioChunk]) -> np.ndarray:
-    return np.concatenate([chunk.pcm for chunk in chunks]).astype(np.int32)
-
-
-def test_a_stream_decodes_two_sentences_at_once_while_the_player_is_far_ahead(
-    lanes_engine: Engine, plain_engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    plain = _streamed(plain_engine, SIX_SENTENCES)
-    _lead(monkeypatch, 1000.0)
-    lanes = _decodes(lanes_engine, monkeypatch)
-    paired = _streamed(lanes_engine, SIX_SENTENCES)
-    first_sentence = [chunk for chunk in paired if chunk.text == paired[0].text]
-    rest = paired[len(first_sentence) :]
-    assert len(first_sentence) > 1  # the first sentence keeps its early first piece
-    assert len(rest) == 5 and all(c.starts_sentence and c.ends_sentence for c in rest)
-    assert lanes[: len(first_sentence)] == [None] * len(first_sentence)
-    assert {0, 1} <= set(lanes[len(first_sentence) :])  # two pairs on the lanes, one alone
-    assert [c.text for c in paired if c.starts_sentence] == [
-        c.text for c in plain if c.starts_sentence
-    ]
-    assert [c.pause_before_s for c in paired if c.starts_sentence] == pytest.approx(
-        [c.pause_before_s for c in plain if c.starts_sentence], abs=1e-3
-    )
-    steps = np.abs(_joined(paired) - _joined(plain))
-    assert _joined(paired).shape == _joined(plain).shape and steps.max() <= PCM_STEPS
-
-
-def test_a_stream_keeps_one_sentence_at_a_time_while_the_player_is_close_behind(
-    lanes_engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _lead(monkeypatch, 0.0)
-    lanes = _decodes(lanes_engine, monkeypatch)
-    chunks = _streamed(lanes_engine, SIX_SENTENCES)
-    assert chunks and set(lanes) == {None}
 
 
 def test_streaming_keeps_the_decoder_with_every_thread(

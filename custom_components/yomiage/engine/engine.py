@@ -356,11 +356,11 @@ class Engine:
 
         # Both lanes call the front session with every thread: its convolutions over a few
         # hundred frames keep two threads busy only part of the time, and two sentences at once
-        # fill the gaps (fronts of the long text 2.12 -> 1.93 s here, docs/PERFORMANCE.md).
+        # fill the gaps (fronts of the long text 2.14 -> 1.94 s here, docs/PERFORMANCE.md).
         phones = [len(sequence.phones) for sequence in sequences]
-        owners = list(range(len(sequences)))
-        by_sentence = self._jobs(phones, owners, front, len(sequences) > 1, spent)
-        fronted = [by_sentence[index] for index in owners]
+        each_sentence = list(range(len(sequences)))  # one front job per sentence
+        by_sentence = self._jobs(phones, each_sentence, front, len(sequences) > 1, spent)
+        fronted = [by_sentence[index] for index in each_sentence]
         jobs = _decoder_jobs(fronted, request.voice.decoder_context)
 
         def decode(job: int, lane: int | None = None) -> NDArray[np.float32]:
@@ -368,12 +368,14 @@ class Engine:
             return request.voice.decode(fronted[sentence], span, lane)
 
         frames = [decoded_frames for _, _, decoded_frames in jobs]
-        owners = [sentence for sentence, _, _ in jobs]
-        decoded = self._jobs(frames, owners, decode, lanes_pay(frames), spent)
+        job_sentences = [sentence for sentence, _, _ in jobs]
+        decoded = self._jobs(frames, job_sentences, decode, lanes_pay(frames), spent)
         return [
             self._chunk(
                 sequence,
-                np.concatenate([decoded[j] for j, owner in enumerate(owners) if owner == index]),
+                np.concatenate(
+                    [decoded[j] for j, owner in enumerate(job_sentences) if owner == index]
+                ),
                 pauses[index],
                 spent[index],
                 starts=True,

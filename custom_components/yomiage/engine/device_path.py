@@ -25,6 +25,7 @@ from .cuda_probe import CUDA_PROVIDER
 from .device_graphs import SPREAD_INPUTS, SPREAD_OUTPUT, spread_graph
 from .runtime import SessionFactory
 from .text.frontend import PhoneSequence
+from .turns import RunGate
 from .voice import DecodedPiece, Fronted, ModelInputs, Voice
 
 
@@ -77,10 +78,12 @@ class FeaturePath(Protocol):
         inputs: ModelInputs,
         first_frames: int | None,
         lead: tuple[float | None, float],
+        gate: RunGate,
     ) -> Generator[DecodedPiece]:
         """The same samples as ``synthesize``, in pieces as they are decoded (the first one
         early when ``first_frames`` is set and the path can do it; ``lead``: seconds of
-        audio the player has yet to play, None before it starts, and the pause before)."""
+        audio the player has yet to play, None before it starts, and the pause before;
+        ``gate`` starts the decoder runs where the path runs the decoder on its own)."""
         ...
 
     def durations(
@@ -143,9 +146,12 @@ class HostPath:
         inputs: ModelInputs,
         first_frames: int | None,
         lead: tuple[float | None, float],
+        gate: RunGate,
     ) -> Generator[DecodedPiece]:
         bert = spread_over_phones(_on_host(features), sequence.word2ph)
-        return voice.synthesize_pieces(sequence, bert, style_vector, inputs, first_frames, lead)
+        return voice.synthesize_pieces(
+            sequence, bert, style_vector, inputs, first_frames, lead, gate
+        )
 
     def durations(
         self,
@@ -233,8 +239,10 @@ class DevicePath:
         inputs: ModelInputs,
         first_frames: int | None,
         lead: tuple[float | None, float],
+        gate: RunGate,
     ) -> Generator[DecodedPiece]:
-        """One piece: a GPU decodes a whole sentence in less time than a first piece plays."""
+        """One piece: a GPU decodes a whole sentence in less time than a first piece plays
+        (and too soon to be worth cutting short: ``gate`` is not used)."""
         yield DecodedPiece(self.synthesize(voice, sequence, features, style_vector, inputs), True)
 
     def durations(

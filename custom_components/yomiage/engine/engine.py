@@ -2,7 +2,8 @@
 
 One BERT session serves every speaker; synthesizer sessions are created per speaker on first use.
 Model runs are serialised by one lock (each run already uses every core), so concurrent requests
-take turns piece by piece and never mix audio.
+take turns piece by piece and never mix audio; a listener waiting for its first audio cuts a
+playing stream's decoder run short instead of waiting for it (turns.py).
 
 Streaming is ordered for early first audio: the first sentence (of the text, or of each piece
 that arrives) gets a BERT run of its own and its first 0.56 s is decoded before the rest of it;
@@ -15,7 +16,6 @@ two sentences side by side on one-thread "lanes" (lanes.py) where the CPU has tw
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+import onnxruntime as ort
 from numpy.typing import NDArray
 
 from . import audio, pieces
@@ -38,6 +39,7 @@ from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_spans, decode_window
 from .results import AudioChunk, Synthesis
 from .runtime import SessionFactory, resolve_device
 from .text.frontend import Frontend, PhoneSequence
+from .turns import ModelLock, run_plainly
 from .voice import Fronted, ModelInputs, Voice
 
 _LOGGER = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ _WARM_UP_TEXT = "あ。い。"
 # Long enough (~70 frames) that the decoder's fixed cost per run does not dominate its timing.
 _TIMING_TEXT = "おはようございます。"
 _Done = TypeVar("_Done")  # what a job of the lanes gives
+_Result = TypeVar("_Result")  # what a model run gives
 
 
 @dataclass(frozen=True)
@@ -89,47 +92,6 @@ class _Spoken:
     pause_s: float = 0.0
 
 
-class _ModelLock:
-    """The one lock around model runs (each run already uses every core), first come first
-    served: a thread that gives the lock up and asks again queues behind those already
-    waiting, so requests really take turns. Its holder may take it again (one turn spanning
-    several runs). It also tells whether anyone is waiting."""
-
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._next_ticket = 0
-        self._serving = 0
-        self._holder: int | None = None
-        self._depth = 0
-
-    def __enter__(self) -> _ModelLock:
-        me = threading.get_ident()
-        with self._condition:
-            if self._holder == me:
-                self._depth += 1
-                return self
-            ticket = self._next_ticket
-            self._next_ticket += 1
-            self._condition.wait_for(lambda: self._serving == ticket)
-            self._holder, self._depth = me, 1
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        with self._condition:
-            self._depth -= 1
-            if self._depth:
-                return
-            self._holder = None
-            self._serving += 1
-            self._condition.notify_all()
-
-    @property
-    def awaited(self) -> bool:
-        """Someone besides the holder has asked for the lock."""
-        with self._condition:
-            return self._next_ticket - self._serving > 1
-
-
 class Engine:
     def __init__(
         self,
@@ -161,7 +123,7 @@ class Engine:
             name: Voice(files, self._sessions, decode_speed)
             for name, files in self.bundle.speakers.items()
         }
-        self._model_lock = _ModelLock()
+        self._model_lock = ModelLock()
         self._closed = False
         self.recent: deque[dict[str, Any]] = deque(maxlen=20)
         if self.device == "cuda":
@@ -226,7 +188,9 @@ class Engine:
         before returning."""
         request = self._request(options)
         sequences = self._analyse(self._checked_text(text))
-        return self._first_in_one_turn(self._stream(sequences, request, playback=_Playback()))
+        return self._first_in_one_turn(
+            self._stream(sequences, request, playback=_Playback()), first_audio=True
+        )
 
     def stream_sentences(
         self, sentences: Iterable[str], options: SynthesisOptions | None = None
@@ -442,7 +406,8 @@ class Engine:
             started = time.perf_counter()
             sequences = self._analyse(self._checked_text(piece))
             yield from self._first_in_one_turn(
-                self._arrived(sequences, request, playback, spoken, started)
+                self._arrived(sequences, request, playback, spoken, started),
+                first_audio=not spoken.any,
             )
         if not spoken.any:
             raise InvalidTextError("text has nothing speakable in it")
@@ -464,12 +429,17 @@ class Engine:
             spoken.any = True
             started = time.perf_counter()
 
-    def _first_in_one_turn(self, chunks: Generator[AudioChunk]) -> Iterator[AudioChunk]:
+    def _first_in_one_turn(
+        self, chunks: Generator[AudioChunk], first_audio: bool
+    ) -> Iterator[AudioChunk]:
         """``chunks``, the first made in one turn of the model lock: the runs a listener waits
         on before hearing anything (BERT, front, first piece) follow each other, without
-        another request's runs (a piece of an announcement each) in between."""
+        another request's runs (a piece of an announcement each) in between. ``first_audio``:
+        the listener hears nothing yet, so the turn cuts short another stream's decoder run
+        in progress (turns.py)."""
+        turn = self._model_lock.first_audio_turn() if first_audio else self._model_lock
         try:
-            with self._model_lock:
+            with turn:
                 first = next(chunks, None)
             if first is not None:
                 yield first
@@ -502,7 +472,8 @@ class Engine:
     ) -> Iterator[AudioChunk]:
         """The sentence's audio piece by piece, each decoded under the model lock (another
         request may take its turn between pieces). With a ``playback`` clock (streaming), its
-        first piece comes early, sized so that the player is not left waiting mid-sentence."""
+        first piece comes early, sized so that the player is not left waiting mid-sentence,
+        and its decoder runs give way to a listener waiting for its first audio (turns.py)."""
         decoded = self._features.synthesize_pieces(
             request.voice,
             sequence,
@@ -511,6 +482,7 @@ class Engine:
             request.inputs,
             None if playback is None else FIRST_PIECE_FRAMES,
             (None if playback is None else playback.lead_s(), pause_before),
+            run_plainly if playback is None else self._cuttable,
         )
         try:
             starts = True
@@ -592,9 +564,21 @@ class Engine:
 
     def _run(self, function: Any, *args: Any) -> Any:
         with self._model_lock:
-            if self._closed:
-                raise YomiageError("the engine has been closed")
+            self._check_open()
             return function(*args)
+
+    def _cuttable(self, run: Callable[[ort.RunOptions | None], _Result]) -> _Result:
+        """A ``RunGate`` for a stream's decoder runs, under the model lock it already holds."""
+
+        def checked(options: ort.RunOptions | None) -> _Result:
+            self._check_open()  # the engine may have closed while the run gave way
+            return run(options)
+
+        return self._model_lock.cuttable(checked)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise YomiageError("the engine has been closed")
 
 
 # A decoder run of whole-file synthesis: (sentence, its frames span, frames decoded with overlap).

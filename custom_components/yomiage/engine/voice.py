@@ -24,6 +24,7 @@ from .lanes import LANES
 from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_spans, decode_window
 from .runtime import SessionFactory, SplitSessions
 from .text.frontend import PhoneSequence
+from .turns import RunGate, run_plainly
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class Voice:
         inputs: ModelInputs,
         first_frames: int | None = FIRST_PIECE_FRAMES,
         lead: tuple[float | None, float] = (None, 0.0),
+        gate: RunGate = run_plainly,
     ) -> Generator[DecodedPiece]:
         """The sentence's audio as it is decoded: an early first piece of at least
         ``first_frames`` latent frames (512 samples each; more where decoding the rest would
@@ -121,14 +123,14 @@ class Voice:
         it starts, and the pause before the sentence; see ``DecodeSpeed``), then the rest in
         pieces of at most ``MAX_DECODE_FRAMES``. Together the same samples as one whole run.
         One piece when the graph cannot be split, or the sentence is short and ``first_frames``
-        is None."""
+        is None. ``gate`` starts the decoder runs (turns.py: a stream's may be cut short)."""
         feeds = self._synthesizer_feeds(sequence, bert, style_vector, inputs)
         split = self._split_sessions()
         if split is None:
             (audio,) = self._synthesizer_session().run(["audio"], feeds)
             yield DecodedPiece(np.asarray(audio, dtype=np.float32).reshape(-1), last=True)
             return
-        yield from self._decode_in_pieces(split, feeds, first_frames, lead)
+        yield from self._decode_in_pieces(split, feeds, first_frames, lead, gate)
 
     def _decode_in_pieces(
         self,
@@ -136,6 +138,7 @@ class Voice:
         feeds: dict[str, NDArray[Any]],
         first_frames: int | None,
         lead: tuple[float | None, float],
+        gate: RunGate,
     ) -> Generator[DecodedPiece]:
         """Run the front once, then the decoder over frame spans (see ``decode``)."""
         fronted = self._run_front(split, feeds)
@@ -146,7 +149,7 @@ class Voice:
         for span in decode_spans(
             fronted.frames, first_frames, split.shape.context, pieces.MAX_DECODE_FRAMES
         ):
-            yield DecodedPiece(self.decode(fronted, span), span[1] == fronted.frames)
+            yield DecodedPiece(self.decode(fronted, span, gate=gate), span[1] == fronted.frames)
 
     @property
     def lanes(self) -> int:
@@ -174,12 +177,17 @@ class Voice:
         return self._run_front(split, self._synthesizer_feeds(sequence, bert, style_vector, inputs))
 
     def decode(
-        self, fronted: Fronted, span: tuple[int, int], lane: int | None = None
+        self,
+        fronted: Fronted,
+        span: tuple[int, int],
+        lane: int | None = None,
+        gate: RunGate = run_plainly,
     ) -> NDArray[np.float32]:
         """Samples of the frames ``span`` of a fronted sentence, decoded with ``context`` frames
         of overlap either side (the decoder's receptive field), trimmed off again: together the
         spans give the samples of one whole run. ``lane``: on one of the lanes (lanes.py; they
-        share a session of their own), else on the decoder with every thread."""
+        share a session of their own), else on the decoder with every thread. ``gate`` starts
+        the run (turns.py)."""
         split = self._split_sessions()
         assert split is not None  # a Fronted comes from a split synthesizer
         start, stop = span
@@ -191,7 +199,7 @@ class Voice:
         }
         decoder = split.decoder if lane is None else (split.lane_decoder or split.decoder)
         started = time.perf_counter()
-        (audio,) = decoder.run(None, window)
+        (audio,) = gate(lambda options: decoder.run(None, window, options))
         if decoder is split.decoder:  # the speed streaming plans with: every thread on one run
             self._decode_speed.record(high - low, time.perf_counter() - started)
         samples = np.asarray(audio, dtype=np.float32).reshape(-1)

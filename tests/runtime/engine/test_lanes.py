@@ -119,9 +119,11 @@ def _decodes(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[int | None
     lanes: list[int | None] = []
     decode = Voice.decode
 
-    def recorded(self: Voice, fronted: Any, span: tuple[int, int], lane: int | None = None) -> Any:
+    def recorded(
+        self: Voice, fronted: Any, span: tuple[int, int], lane: int | None = None, **more: Any
+    ) -> Any:
         lanes.append(lane)
-        return decode(self, fronted, span, lane)
+        return decode(self, fronted, span, lane, **more)
 
     monkeypatch.setattr(Voice, "decode", recorded)
     return lanes
@@ -231,10 +233,12 @@ def test_a_failing_lane_fails_the_request_and_the_engine_goes_on(
 ) -> None:
     decode = Voice.decode
 
-    def broken(self: Voice, fronted: Any, span: tuple[int, int], lane: int | None = None) -> Any:
+    def broken(
+        self: Voice, fronted: Any, span: tuple[int, int], lane: int | None = None, **more: Any
+    ) -> Any:
         if lane == 1:
             raise RuntimeError("lane decoder failed")
-        return decode(self, fronted, span, lane)
+        return decode(self, fronted, span, lane, **more)
 
     expected = lanes_engine.synthesize(FOUR_SENTENCES, QUIET).audio
     with monkeypatch.context() as patched:
@@ -256,14 +260,16 @@ def test_a_request_that_waits_gets_its_turn_between_lane_jobs(
     def synthesize_short() -> None:
         short["result"] = lanes_engine.synthesize("はい。", QUIET)
 
-    def recorded(self: Voice, fronted: Any, span: tuple[int, int], lane: int | None = None) -> Any:
+    def recorded(
+        self: Voice, fronted: Any, span: tuple[int, int], lane: int | None = None, **more: Any
+    ) -> Any:
         if lane is not None and "thread" not in short:
             short["thread"] = threading.Thread(target=synthesize_short)
             short["thread"].start()
             deadline = time.monotonic() + 10
             while not lanes_engine._model_lock.awaited and time.monotonic() < deadline:
                 time.sleep(0.001)
-        samples = decode(self, fronted, span, lane)
+        samples = decode(self, fronted, span, lane, **more)
         events.append("lane job" if lane is not None else "whole")
         return samples
 

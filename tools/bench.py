@@ -11,8 +11,10 @@ compute time, audio length and speed factor (audio s / compute s; 2 warm-ups, me
 to first audio when streaming the way Home Assistant asks for speech (Yomiage: the message as
 one arriving piece, ``stream_sentences``; the Assist reply and the long text streamed to their
 end too: the player's waits, and the speed Home Assistant users get, since it asks every tts
-entity for a stream); peak RSS (VmHWM) after load and after all synthesis. Written to
-the output folder: results.json (every repetition), results.md (the tables) and results.png.
+entity for a stream); peak RSS (VmHWM) after load and after all synthesis. Then, beside the
+targets, an Assist reply asked for while the long text streams as an announcement (at several
+moments into it, one engine process serving both): the reply's first audio. Written to the
+output folder: results.json (every repetition), results.md (the tables) and results.png.
 
 ``--peer``: ``hayakoe`` (hayakoe 1.3.1 from .venv-peer, built by tools/peer/make_venv.sh when
 missing), ``published`` (Yomiage with its graph cache off: the graphs as published), ``self``
@@ -71,6 +73,10 @@ SPEED_TEXT = "long"
 # Streamed to their end: the Assist reply (the player's waits) and the long text (Home Assistant
 # asks every tts entity for a stream, announcements too: the speed its users get).
 WHOLE_STREAM_TEXTS = (TTFA_TEXT, SPEED_TEXT)
+# An Assist reply (TTFA_TEXT) asked for this many seconds into an announcement (SPEED_TEXT,
+# streamed to its end: ~16 s here), the engines taking turns moment by moment.
+DURING_MOMENTS = (1.5, 4.0, 6.5, 9.0, 11.5)
+QUICK_DURING_MOMENTS = (0.0, 0.05)
 
 
 class BenchError(RuntimeError):
@@ -94,6 +100,7 @@ class Plan:
     warmups: int
     reps: int
     out: Path
+    during_moments: tuple[float, ...] = ()
 
 
 # -- workers ---------------------------------------------------------------------------------
@@ -158,8 +165,9 @@ def run(configs: Sequence[Config], plan: Plan) -> dict[str, Any]:
         results["configs"][configs[0].name]["first_load"] = first_load
         for text in plan.texts:
             _measure_text(workers, text, plan, results)
-        for worker in workers:
+        for worker in workers:  # before two requests at once raise the peak
             results["configs"][worker.config.name]["memory_end"] = worker.ask("memory")
+        _measure_during(workers, plan, results)
     finally:
         for worker in workers:
             worker.close()
@@ -200,6 +208,25 @@ def _measure_text(
     _progress(f"{text_name}: {shown}")
 
 
+def _measure_during(workers: Sequence[Worker], plan: Plan, results: dict[str, Any]) -> None:
+    runs: dict[str, dict[str, list[float]]] = {w.config.name: {} for w in workers}
+    for index, moment in enumerate(plan.during_moments):
+        for worker in list(workers) if index % 2 == 0 else list(reversed(workers)):
+            answer = worker.ask(
+                "during",
+                reply=TEXTS[TTFA_TEXT],
+                announcement=TEXTS[SPEED_TEXT],
+                after_s=moment,
+            )
+            _append(runs[worker.config.name], {**answer, "after_s": moment})
+    for name, values in runs.items():
+        if values:
+            results["configs"][name]["during"] = values
+    if plan.during_moments:
+        shown = ", ".join(f"{name} {_median(v['first_audio_s']):.2f} s" for name, v in runs.items())
+        _progress(f"{TTFA_TEXT} reply during an announcement, first audio: {shown}")
+
+
 def _append(into: dict[str, list[float]], values: dict[str, float]) -> None:
     for key, value in values.items():
         into.setdefault(key, []).append(value)
@@ -236,6 +263,7 @@ def _describe(plan: Plan) -> dict[str, Any]:
         "texts": {name: TEXTS[name] for name in plan.texts},
         "warmups": plan.warmups,
         "reps": plan.reps,
+        "during_moments": list(plan.during_moments),
     }
 
 
@@ -250,6 +278,8 @@ class Figures:
     peak_end_mb: float
     anon_end_mb: float
     texts: dict[str, dict[str, float]]  # text -> audio_s, compute_s, cpu_s, speed, first_audio_s
+    # An Assist reply during an announcement: its first audio, median_s and worst_s.
+    during: dict[str, float] = field(default_factory=dict)
 
 
 def figures(entry: dict[str, Any]) -> Figures:
@@ -261,7 +291,14 @@ def figures(entry: dict[str, Any]) -> Figures:
         peak_end_mb=entry["memory_end"]["memory_kb"]["VmHWM"] / 1024,
         anon_end_mb=entry["memory_end"]["memory_kb"].get("RssAnon", 0) / 1024,
         texts={name: _text_figures(runs) for name, runs in entry["texts"].items()},
+        during=_during_figures(entry.get("during")),
     )
+
+
+def _during_figures(runs: dict[str, list[float]] | None) -> dict[str, float]:
+    if not runs:
+        return {}
+    return {"median_s": _median(runs["first_audio_s"]), "worst_s": max(runs["first_audio_s"])}
 
 
 def _text_figures(runs: dict[str, list[float]]) -> dict[str, float]:
@@ -354,6 +391,7 @@ def markdown(results: dict[str, Any], peer_name: str | None) -> str:
         lines += _streamed_line(table[names[0]], table[peer_name], peer_name)
     lines += _texts_table(table)
     lines += _load_table(table)
+    lines += _during_table(table, results["plan"].get("during_moments", []))
     return "\n".join(lines) + "\n"
 
 
@@ -432,6 +470,27 @@ def _load_table(table: dict[str, Figures]) -> list[str]:
         lines.append(
             f"| {name} | {f.ready_s:.1f} | {first} | {f.peak_load_mb:.0f} "
             f"| {f.peak_end_mb:.0f} | {f.anon_end_mb:.0f} |"
+        )
+    return [*lines, ""]
+
+
+def _during_table(table: dict[str, Figures], moments: Sequence[float]) -> list[str]:
+    if not all(f.during for f in table.values()):
+        return []
+    at = ", ".join(f"{moment:g}" for moment in moments)
+    lines = [
+        f"Also measured, not a target: the {TTFA_TEXT} reply asked for while the {SPEED_TEXT} "
+        f"text streams to its end as an announcement (at {at} s into it; one process serves "
+        "both):",
+        "",
+        "| engine | first audio of the reply, median s | worst s | alone s |",
+        "|---|---|---|---|",
+    ]
+    for name, f in table.items():
+        alone = f.texts[TTFA_TEXT]["first_audio_s"] if TTFA_TEXT in f.texts else math.nan
+        lines.append(
+            f"| {name} | {f.during['median_s']:.2f} | {f.during['worst_s']:.2f} "
+            f"| {_or_dash(alone)} |"
         )
     return [*lines, ""]
 
@@ -568,6 +627,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warmups=args.warmups if args.warmups is not None else (1 if args.quick else 2),
         reps=args.reps or (1 if args.quick else 5),
         out=out,
+        during_moments=QUICK_DURING_MOMENTS if args.quick else DURING_MOMENTS,
     )
     try:
         results = run(configs_for(args.peer, cache), plan)

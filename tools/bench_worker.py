@@ -4,7 +4,8 @@
 
 Reads one JSON command per line on stdin and answers one JSON line on stdout:
 ``{"cmd": "load"}``, ``{"cmd": "synth", "text": ...}``, ``{"cmd": "stream", "text": ...}``,
-``{"cmd": "memory"}``, ``{"cmd": "quit"}``. Anything the libraries print goes to stderr, so that
+``{"cmd": "during", "reply": ..., "announcement": ..., "after_s": ...}``, ``{"cmd": "memory"}``,
+``{"cmd": "quit"}``. Anything the libraries print goes to stderr, so that
 stdout carries only answers. Runs under the venv of the engine it measures (.venv for Yomiage,
 .venv-peer for hayakoe), so it imports nothing from the rest of ``tools``.
 """
@@ -16,6 +17,7 @@ import contextlib
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Generator
@@ -130,6 +132,32 @@ def timed_stream(engine: Engine, text: str, whole: bool = False) -> dict[str, fl
     return figures
 
 
+def timed_during(engine: Engine, reply: str, announcement: str, after_s: float) -> dict[str, float]:
+    """An Assist reply asked for while an announcement plays: ``announcement`` streamed to its
+    end in another thread, ``reply``'s first audio asked for ``after_s`` seconds into it."""
+    announced: dict[str, Any] = {}
+
+    def announce() -> None:
+        try:
+            announced.update(timed_stream(engine, announcement, whole=True))
+        except Exception as err:  # raised in the asking thread below
+            announced["error"] = err
+
+    thread = threading.Thread(target=announce, name="announcement")
+    thread.start()
+    try:
+        time.sleep(after_s)
+        replied = timed_stream(engine, reply)
+    finally:
+        thread.join()
+    if "error" in announced:
+        raise announced["error"]
+    return {
+        "first_audio_s": replied["first_audio_s"],
+        "announcement_s": announced["last_audio_s"],
+    }
+
+
 class Worker:
     def __init__(self, impl: str, bundle: Path, voice: str) -> None:
         self.impl, self.bundle, self.voice = impl, bundle, voice
@@ -141,12 +169,16 @@ class Worker:
             return self.load()
         if name == "memory":
             return {"memory_kb": memory()}
-        if name not in ("synth", "stream"):
+        if name not in ("synth", "stream", "during"):
             raise ValueError(f"unknown command {name!r}")
         if self.engine is None:
             raise RuntimeError("send load first")
         if name == "synth":
             return timed_synthesis(self.engine, command["text"])
+        if name == "during":
+            return timed_during(
+                self.engine, command["reply"], command["announcement"], float(command["after_s"])
+            )
         return timed_stream(self.engine, command["text"], bool(command.get("whole")))
 
     def load(self) -> dict[str, Any]:

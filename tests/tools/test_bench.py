@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import math
+import time
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ def test_quick_run_writes_json_table_and_chart(quick_run: Path) -> None:
     assert (quick_run / "results.png").read_bytes().startswith(PNG_SIGNATURE)
     report = (quick_run / "results.md").read_text(encoding="utf-8")
     assert "first audio, Assist reply" in report and "| short | yomiage |" in report
+    assert "reply asked for while the long text streams" in report
 
 
 def test_quick_run_measures_each_process_on_its_own(quick_run: Path) -> None:
@@ -50,6 +53,12 @@ def test_quick_run_measures_each_process_on_its_own(quick_run: Path) -> None:
         assert assist["stream_last_audio_s"][0] >= assist["stream_first_audio_s"][0]
         assert "stream_waits_s" not in entry["texts"]["short"]
         assert "stream_last_audio_s" not in entry["texts"]["short"]
+    # The Assist reply asked for at each moment into a streaming announcement, per engine.
+    for entry in results["configs"].values():
+        during = entry["during"]
+        assert during["after_s"] == list(bench.QUICK_DURING_MOMENTS)
+        assert all(first > 0 for first in during["first_audio_s"])
+        assert all(last > 0 for last in during["announcement_s"])
     # Only the first configuration pays for preparing the graph cache (a fresh one per run).
     assert "first_load" in results["configs"]["yomiage"]
     assert "first_load" not in results["configs"]["yomiage-again"]
@@ -162,3 +171,32 @@ def test_worker_answers_memory_and_reports_errors_as_answers() -> None:
     assert memory["memory_kb"]["VmHWM"] > 0
     assert "send load first" in early["error"]
     assert "unknown command" in bogus["error"]
+
+
+def test_the_reply_during_an_announcement_and_the_announcement_are_both_timed() -> None:
+    timed = bench_worker.timed_during(_Pieces(), reply="ab", announcement="x" * 20, after_s=0.2)
+    # From when the reply was asked for (one 0.02 s piece), not from the announcement's start.
+    assert 0.02 <= timed["first_audio_s"] < 0.15
+    assert timed["announcement_s"] >= 20 * 0.02
+
+
+def test_a_failing_announcement_fails_the_measurement() -> None:
+    with pytest.raises(ValueError, match="announcement failed"):
+        bench_worker.timed_during(_Pieces(), reply="ab", announcement="!", after_s=0.0)
+
+
+class _Pieces:
+    """A made-up engine: one piece of audio per character, 0.02 s each."""
+
+    rate = 10
+    imported = 0.0
+
+    def synthesize(self, text: str) -> int:
+        return sum(self.stream(text))
+
+    def stream(self, text: str) -> Generator[int, None, None]:
+        for character in text:
+            if character == "!":
+                raise ValueError("announcement failed")
+            time.sleep(0.02)
+            yield 1

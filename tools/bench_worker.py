@@ -134,7 +134,8 @@ def timed_stream(engine: Engine, text: str, whole: bool = False) -> dict[str, fl
 
 def timed_during(engine: Engine, reply: str, announcement: str, after_s: float) -> dict[str, float]:
     """An Assist reply asked for while an announcement plays: ``announcement`` streamed to its
-    end in another thread, ``reply``'s first audio asked for ``after_s`` seconds into it."""
+    end in another thread, ``reply``'s first audio asked for ``after_s`` seconds into it; what
+    it cost the announcement shows in its playback waits."""
     announced: dict[str, Any] = {}
 
     def announce() -> None:
@@ -155,6 +156,7 @@ def timed_during(engine: Engine, reply: str, announcement: str, after_s: float) 
     return {
         "first_audio_s": replied["first_audio_s"],
         "announcement_s": announced["last_audio_s"],
+        "announcement_waits_s": announced["waits_s"],
     }
 
 

@@ -59,6 +59,7 @@ def test_quick_run_measures_each_process_on_its_own(quick_run: Path) -> None:
         assert during["after_s"] == list(bench.QUICK_DURING_MOMENTS)
         assert all(first > 0 for first in during["first_audio_s"])
         assert all(last > 0 for last in during["announcement_s"])
+        assert all(waits >= 0 for waits in during["announcement_waits_s"])
     # Only the first configuration pays for preparing the graph cache (a fresh one per run).
     assert "first_load" in results["configs"]["yomiage"]
     assert "first_load" not in results["configs"]["yomiage-again"]
@@ -178,6 +179,7 @@ def test_the_reply_during_an_announcement_and_the_announcement_are_both_timed() 
     # From when the reply was asked for (one 0.02 s piece), not from the announcement's start.
     assert 0.02 <= timed["first_audio_s"] < 0.15
     assert timed["announcement_s"] >= 20 * 0.02
+    assert timed["announcement_waits_s"] >= 0
 
 
 def test_a_failing_announcement_fails_the_measurement() -> None:

@@ -12,7 +12,6 @@ from numpy.typing import NDArray
 from .errors import BundleError
 from .runtime import CUDA_PROVIDER, SessionFactory
 from .tokenizer import CharTokenizer
-from .turns import RunGate, run_plainly
 
 
 class BertFeaturizer:
@@ -27,16 +26,14 @@ class BertFeaturizer:
         # Where the session really runs ("cpu" when onnxruntime fell back from CUDA).
         self.device = "cuda" if CUDA_PROVIDER in self._session.get_providers() else "cpu"
 
-    def char_features(
-        self, texts: Sequence[str], gate: RunGate = run_plainly
-    ) -> list[NDArray[np.float32]]:
-        """Per text: features of [CLS] + each character + [SEP], float32 [len(text) + 2, hidden].
-        ``gate`` starts the run (turns.py)."""
+    def char_features(self, texts: Sequence[str]) -> list[NDArray[np.float32]]:
+        """Per text: features of [CLS] + each character + [SEP], float32 [len(text) + 2, hidden]."""
         if not texts:
             return []
         input_ids, attention_mask = self._tokenizer.encode_batch(list(texts))
-        feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
-        (hidden,) = gate(lambda options: self._session.run([self._output_name], feeds, options))
+        (hidden,) = self._session.run(
+            [self._output_name], {"input_ids": input_ids, "attention_mask": attention_mask}
+        )
         lengths = self._checked_lengths(texts, attention_mask)
         return [
             np.asarray(hidden[row, :length], dtype=np.float32) for row, length in enumerate(lengths)

@@ -25,7 +25,7 @@ from .cuda_probe import CUDA_PROVIDER
 from .device_graphs import SPREAD_INPUTS, SPREAD_OUTPUT, spread_graph
 from .runtime import SessionFactory
 from .text.frontend import PhoneSequence
-from .turns import RunGate, run_plainly
+from .turns import RunGate
 from .voice import DecodedPiece, Fronted, ModelInputs, Voice
 
 
@@ -50,11 +50,8 @@ CharFeatures = NDArray[np.float32] | DeviceFeatures  # float32 [len(text) + 2, h
 class FeaturePath(Protocol):
     """What the engine does with BERT features, wherever they live."""
 
-    def char_features(
-        self, texts: Sequence[str], gate: RunGate = run_plainly
-    ) -> list[CharFeatures]:
-        """Features of each text ([CLS] + characters + [SEP]), from one BERT batch; ``gate``
-        starts the run where the path runs BERT on the host."""
+    def char_features(self, texts: Sequence[str]) -> list[CharFeatures]:
+        """Features of each text ([CLS] + characters + [SEP]), from one BERT batch."""
         ...
 
     def join(self, per_sentence: Sequence[CharFeatures]) -> CharFeatures:
@@ -123,10 +120,8 @@ class HostPath:
     def __init__(self, bert: BertFeaturizer) -> None:
         self._bert = bert
 
-    def char_features(
-        self, texts: Sequence[str], gate: RunGate = run_plainly
-    ) -> list[CharFeatures]:
-        return list(self._bert.char_features(texts, gate))
+    def char_features(self, texts: Sequence[str]) -> list[CharFeatures]:
+        return list(self._bert.char_features(texts))
 
     def join(self, per_sentence: Sequence[CharFeatures]) -> CharFeatures:
         return join_char_features([_on_host(features) for features in per_sentence])
@@ -198,10 +193,7 @@ class DevicePath:
         )
         self.memory = "cuda" if CUDA_PROVIDER in self._spread.get_providers() else "cpu"
 
-    def char_features(
-        self, texts: Sequence[str], gate: RunGate = run_plainly
-    ) -> list[CharFeatures]:
-        """``gate`` is not used: features left on a GPU come from a run too short to cut."""
+    def char_features(self, texts: Sequence[str]) -> list[CharFeatures]:
         if not texts:
             return []
         batch, lengths = self._bert.resident_batch(texts, self._bert.device)

@@ -3,7 +3,7 @@
 One BERT session serves every speaker; synthesizer sessions are created per speaker on first use.
 Model runs are serialised by one lock (each run already uses every core), so concurrent requests
 take turns piece by piece and never mix audio; a listener waiting for its first audio cuts a
-playing stream's run short instead of waiting for it (turns.py).
+playing stream's decoder run short instead of waiting for it (turns.py).
 
 Streaming is ordered for early first audio: the first sentence (of the text, or of each piece
 that arrives) gets a BERT run of its own and its first 0.56 s is decoded before the rest of it;
@@ -39,7 +39,7 @@ from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_spans, decode_window
 from .results import AudioChunk, Synthesis
 from .runtime import SessionFactory, resolve_device
 from .text.frontend import Frontend, PhoneSequence
-from .turns import ModelLock, RunGate, run_plainly
+from .turns import ModelLock, run_plainly
 from .voice import Fronted, ModelInputs, Voice
 
 _LOGGER = logging.getLogger(__name__)
@@ -288,9 +288,7 @@ class Engine:
         self, sequences: list[PhoneSequence], request: _Request, playback: _Playback | None
     ) -> Generator[AudioChunk]:
         started = time.perf_counter()
-        with_features = self._first_alone(
-            sequences, run_plainly if playback is None else self._cuttable
-        )
+        with_features = self._first_alone(sequences)
         first, first_features = next(with_features)
         yield from self._sentence(first, first_features, 0.0, request, started, playback)
         started = time.perf_counter()
@@ -424,7 +422,7 @@ class Engine:
     ) -> Generator[AudioChunk]:
         """The sentences of one arrived piece, each after the pause the sentence before it
         predicts for itself."""
-        for sequence, features in self._first_alone(sequences, self._cuttable):
+        for sequence, features in self._first_alone(sequences):
             pause_before = spoken.pause_s if spoken.any else 0.0
             yield from self._sentence(sequence, features, pause_before, request, started, playback)
             spoken.pause_s = self._own_trailing_pause(sequence, features, request)
@@ -450,18 +448,17 @@ class Engine:
             chunks.close()  # a listener that stops early ends the sentence being decoded too
 
     def _first_alone(
-        self, sequences: list[PhoneSequence], rest_gate: RunGate
+        self, sequences: list[PhoneSequence]
     ) -> Iterator[tuple[PhoneSequence, CharFeatures]]:
         """Each sentence with its BERT features, lazily: the first in a batch of its own, so that
         its audio does not wait for the other sentences' BERT (a whole announcement arrives as
         one piece: 0.9 s of BERT for eight sentences here), the rest in one batch once the
-        first has been spoken, started by ``rest_gate`` (a stream's may be cut, turns.py)."""
+        first has been spoken."""
         first, rest = sequences[0], sequences[1:]
         (first_features,) = self._run(self._features.char_features, [first.text])
         yield first, first_features
         if rest:
-            texts = [s.text for s in rest]
-            rest_features = self._run(self._features.char_features, texts, rest_gate)
+            rest_features = self._run(self._features.char_features, [s.text for s in rest])
             yield from zip(rest, rest_features, strict=True)
 
     def _sentence(
@@ -571,8 +568,7 @@ class Engine:
             return function(*args)
 
     def _cuttable(self, run: Callable[[ort.RunOptions | None], _Result]) -> _Result:
-        """A ``RunGate`` for a stream's runs once its listener hears audio (decoder runs, the
-        BERT batch of later sentences), under the model lock it already holds."""
+        """A ``RunGate`` for a stream's decoder runs, under the model lock it already holds."""
 
         def checked(options: ort.RunOptions | None) -> _Result:
             self._check_open()  # the engine may have closed while the run gave way

@@ -4,11 +4,11 @@ every core.
 Requests take turns first come first served. One kind of request goes first: a listener
 waiting for its first audio (an Assist reply) does not wait for the run in progress of a
 stream somebody already hears (an announcement's next sentence, ~1.5 s of decoding here, ~4x
-that on a Pi; the BERT batch of its later sentences, ~0.9 s). Such runs are *cuttable*: the
-waiting request sets onnxruntime's terminate flag on it (the run stops within milliseconds,
-between two of its nodes), its holder lets the waiting requests go first and runs it again
-when its turn comes back. The cut run's work is lost; its result is the same (the same run
-over the same inputs), only later, while the player still plays what it was given before.
+that on a Pi). Such runs are *cuttable*: the waiting request sets onnxruntime's terminate flag
+on it (the run stops within milliseconds, between two of its nodes), its holder lets the
+waiting requests go first and runs it again when its turn comes back. The cut run's work is
+lost; its audio is the same (a decoder run over the same frames), only later, while the
+player still plays what it was given before.
 """
 
 from __future__ import annotations

@@ -151,10 +151,10 @@ def test_a_run_failing_for_its_own_reasons_is_not_run_again() -> None:
 # -- in the engine, with onnxruntime's own terminate flag -------------------------------------
 
 
-class _SlowFirstCuttableSession:
-    """A session, except that the first run it gets cuttable options for waits up to
-    ``LONG_S`` for them to be cut before it runs (a full-size run takes a second or more; the
-    test model's take milliseconds, too short to be caught in progress)."""
+class _SlowFirstCuttableDecoder:
+    """The decoder session, except that the first run it gets cuttable options for waits up
+    to ``LONG_S`` for them to be cut before it runs (a full-size decoder run takes seconds;
+    the test model's take milliseconds, too short to be caught in progress)."""
 
     def __init__(self, session: ort.InferenceSession) -> None:
         self._session = session
@@ -171,40 +171,23 @@ class _SlowFirstCuttableSession:
                 self.cut.set()
         return self._session.run(names, feeds, options)  # fails at once when cut
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._session, name)
-
-
-def _slow_first_cuttable(
-    engine: Engine, session: str, monkeypatch: pytest.MonkeyPatch
-) -> _SlowFirstCuttableSession:
-    """The engine's decoder session or BERT session made slow for its first cuttable run."""
-    if session == "bert":
-        slow_bert = _SlowFirstCuttableSession(engine._bert._session)
-        monkeypatch.setattr(engine._bert, "_session", slow_bert)
-        return slow_bert
-    voice = engine._voices[next(iter(engine.voices))]
-    split = voice._split_sessions()
-    assert split is not None
-    slow_decoder = _SlowFirstCuttableSession(split.decoder)
-    slow: SplitSessions = dataclasses.replace(split, decoder=slow_decoder)  # type: ignore[arg-type]
-    monkeypatch.setattr(voice, "_split_sessions", lambda: slow)
-    return slow_decoder
-
 
 def _pcm(chunks: Iterator[AudioChunk]) -> np.ndarray:
     return np.concatenate([chunk.pcm for chunk in chunks])
 
 
 @pytest.mark.parametrize("arriving", [False, True], ids=["stream", "stream_sentences"])
-@pytest.mark.parametrize("session", ["decoder", "bert"])
-def test_an_assist_reply_does_not_wait_for_an_announcements_run(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch, arriving: bool, session: str
+def test_an_assist_reply_does_not_wait_for_an_announcements_decoder_run(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, arriving: bool
 ) -> None:
-    """Cut short: a decoder run of the announcement, or the BERT batch of its later sentences."""
     announcement_text = THREE_SENTENCES * 3
     alone = _pcm(engine.stream(announcement_text, QUIET))
-    slow = _slow_first_cuttable(engine, session, monkeypatch)
+    voice = engine._voices[next(iter(engine.voices))]
+    split = voice._split_sessions()
+    assert split is not None
+    decoder = _SlowFirstCuttableDecoder(split.decoder)
+    slow: SplitSessions = dataclasses.replace(split, decoder=decoder)  # type: ignore[arg-type]
+    monkeypatch.setattr(voice, "_split_sessions", lambda: slow)
     announced: dict[str, np.ndarray] = {}
 
     def announce() -> None:
@@ -213,7 +196,7 @@ def test_an_assist_reply_does_not_wait_for_an_announcements_run(
     announcement = threading.Thread(target=announce)
     announcement.start()
     try:
-        assert slow.waiting.wait(LONG_S)  # a run of the announcement in progress
+        assert decoder.waiting.wait(LONG_S)  # a decoder run of the announcement in progress
         asked = time.monotonic()
         chunks = (
             engine.stream_sentences(iter([THREE_SENTENCES]), QUIET)
@@ -225,7 +208,7 @@ def test_an_assist_reply_does_not_wait_for_an_announcements_run(
         chunks.close()
     finally:
         announcement.join(3 * LONG_S)
-    assert slow.cut.is_set()
+    assert decoder.cut.is_set()
     assert waited < LONG_S / 2
     # The cut run was run again: the announcement is whole (pieces are cut where the decoding
     # speed says, so the same samples within a step).

@@ -435,8 +435,8 @@ class Engine:
         """``chunks``, the first made in one turn of the model lock: the runs a listener waits
         on before hearing anything (BERT, front, first piece) follow each other, without
         another request's runs (a piece of an announcement each) in between. ``first_audio``:
-        the listener hears nothing yet, so the turn cuts short another stream's decoder run
-        in progress (turns.py)."""
+        the listener hears nothing yet, so the turn cuts short another stream's run in
+        progress (turns.py)."""
         turn = self._model_lock.first_audio_turn() if first_audio else self._model_lock
         try:
             with turn:
@@ -473,7 +473,8 @@ class Engine:
         """The sentence's audio piece by piece, each decoded under the model lock (another
         request may take its turn between pieces). With a ``playback`` clock (streaming), its
         first piece comes early, sized so that the player is not left waiting mid-sentence,
-        and its decoder runs give way to a listener waiting for its first audio (turns.py)."""
+        and its decoder runs give way to a listener waiting for its first audio where its
+        player has the audio in hand for that (turns.py)."""
         decoded = self._features.synthesize_pieces(
             request.voice,
             sequence,
@@ -482,7 +483,9 @@ class Engine:
             request.inputs,
             None if playback is None else FIRST_PIECE_FRAMES,
             (None if playback is None else playback.lead_s(), pause_before),
-            run_plainly if playback is None else self._cuttable,
+            run_plainly
+            if playback is None
+            else _StreamRuns(self._model_lock, playback, self._check_open),
         )
         try:
             starts = True
@@ -567,18 +570,31 @@ class Engine:
             self._check_open()
             return function(*args)
 
-    def _cuttable(self, run: Callable[[ort.RunOptions | None], _Result]) -> _Result:
-        """A ``RunGate`` for a stream's decoder runs, under the model lock it already holds."""
+    def _check_open(self) -> None:
+        if self._closed:
+            raise YomiageError("the engine has been closed")
 
+
+class _StreamRuns:
+    """How a playing stream starts its decoder runs (a ``RunGate``), under the model lock it
+    already holds: cuttable while its player's lead covers a cut (turns.py)."""
+
+    def __init__(
+        self, lock: ModelLock, playback: _Playback, check_open: Callable[[], None]
+    ) -> None:
+        self._lock = lock
+        self._playback = playback
+        self._check_open = check_open
+
+    def __call__(
+        self, run: Callable[[ort.RunOptions | None], _Result], expected_s: float
+    ) -> _Result:
         def checked(options: ort.RunOptions | None) -> _Result:
             self._check_open()  # the engine may have closed while the run gave way
             return run(options)
 
-        return self._model_lock.cuttable(checked)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise YomiageError("the engine has been closed")
+        lead = self._playback.lead_s()
+        return self._lock.cuttable(checked, 0.0 if lead is None else lead, expected_s)
 
 
 # A decoder run of whole-file synthesis: (sentence, its frames span, frames decoded with overlap).

@@ -49,6 +49,13 @@ class DecodeSpeed:
                 observed if known is None else known + _SMOOTHING * (observed - known)
             )
 
+    def expected_s(self, frames: int) -> float:
+        """How long decoding ``frames`` (its overlap included) is expected to take, with the
+        headroom the first piece is sized with; before any run, as long as their audio."""
+        with self._lock:
+            cost = self._seconds_per_frame
+        return frames * (self._frame_s if cost is None else cost * _SPEED_MARGIN)
+
     def first_piece(
         self, frames: int, context: int, minimum: int, lead_s: float | None, pause_s: float = 0.0
     ) -> int:

@@ -1,38 +1,63 @@
 """Whose turn it is to run a model: one lock around model runs, since each run already uses
 every core.
 
-Requests take turns first come first served. One kind of request goes first: a listener
-waiting for its first audio (an Assist reply) does not wait for the run in progress of a
-stream somebody already hears (an announcement's next sentence, ~1.5 s of decoding here, ~4x
-that on a Pi). Such runs are *cuttable*: the waiting request sets onnxruntime's terminate flag
-on it (the run stops within milliseconds, between two of its nodes), its holder lets the
-waiting requests go first and runs it again when its turn comes back. The cut run's work is
-lost; its audio is the same (a decoder run over the same frames), only later, while the
-player still plays what it was given before.
+Requests take turns first come first served, but a listener waiting for its first audio (an
+Assist reply) goes before the decoder runs of a stream somebody already hears (an
+announcement's next sentence: ~1.5 s of decoding here, ~4x that on a Pi). A decoder run that
+has not started waits for such a request: the announcement's piece comes later by the
+request's first turn, its next pieces no later. A run in progress can be *cut*: the waiting
+request sets onnxruntime's terminate flag on it (the run stops within milliseconds, between two
+of its nodes), its holder lets the waiting requests go first and runs it again when its turn
+comes back: the same audio, later, and the work done so far lost. So a run is cut only where
+that costs the playing listener less than it saves the waiting one: while its player has the
+audio in hand to play through the first turn and the whole run again (nobody hears the cut),
+or while the run is less than half done (it loses less than the waiting listener gains).
+Otherwise the request waits for the run. A first turn's length is learnt from those served.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 import onnxruntime as ort
 
 _Result = TypeVar("_Result")
 
+# A first turn (BERT, front and first piece of a sentence) before any has been timed: the first
+# piece's decoding budget (pieces.FIRST_AUDIO_BUDGET_S) twice over, so that a machine slower
+# than expected does not starve an announcement's player before the lock has learnt better.
+FIRST_TURN_GUESS_S = 3.0
+# Headroom on the cut's cost (first turn + the run again) against the player's lead.
+_CUT_MARGIN = 1.3
+_SMOOTHING = 0.3  # weight of the newest first turn in the learnt length
+
 
 class RunGate(Protocol):
-    """How a model run is started: ``gate(run)`` calls ``run(options)`` with the run options
-    to hand to ``InferenceSession.run`` (None: defaults), and gives back what it gives."""
+    """How a model run is started: ``gate(run, expected_s)`` calls ``run(options)`` with the
+    run options to hand to ``InferenceSession.run`` (None: defaults) and gives back what it
+    gives; ``expected_s``: how long the run should take."""
 
-    def __call__(self, run: Callable[[ort.RunOptions | None], _Result]) -> _Result: ...
+    def __call__(
+        self, run: Callable[[ort.RunOptions | None], _Result], expected_s: float
+    ) -> _Result: ...
 
 
-def run_plainly(run: Callable[[ort.RunOptions | None], _Result]) -> _Result:
+def run_plainly(run: Callable[[ort.RunOptions | None], _Result], expected_s: float) -> _Result:
     """A run nobody cuts short."""
     return run(None)
+
+
+@dataclass(frozen=True)
+class _Cuttable:
+    options: ort.RunOptions
+    started: float  # perf_counter() when the run started
+    dry_at: float  # perf_counter() when the run's player runs out of audio
+    expected_s: float
 
 
 class ModelLock:
@@ -48,7 +73,8 @@ class ModelLock:
         self._holder: int | None = None
         self._depth = 0
         self._first_audio_waiting = 0
-        self._cuttable: ort.RunOptions | None = None  # the holder's run in progress, if cuttable
+        self._cuttable: _Cuttable | None = None  # the holder's run in progress, if cuttable
+        self._first_turn_s: float | None = None
 
     def __enter__(self) -> ModelLock:
         self._acquire(first_audio=False)
@@ -62,12 +88,14 @@ class ModelLock:
 
     @contextmanager
     def first_audio_turn(self) -> Iterator[None]:
-        """The lock, for a request whose listener hears nothing yet: it cuts the holder's
-        cuttable run short and goes before cuttable runs that have not started."""
+        """The lock, for a request whose listener hears nothing yet: it goes before cuttable
+        runs that have not started, and cuts the holder's short where that is worth it."""
         self._acquire(first_audio=True)
+        started = time.perf_counter()
         try:
             yield
         finally:
+            self._learn_first_turn(time.perf_counter() - started)
             self.__exit__()
 
     @property
@@ -76,12 +104,26 @@ class ModelLock:
         with self._condition:
             return self._next_ticket - self._serving > 1
 
-    def cuttable(self, run: Callable[[ort.RunOptions | None], _Result]) -> _Result:
-        """``run(options)`` by the holder, which a request waiting for its first audio may cut
-        short; then the holder gives way, and runs it again once its turn comes back. Inside a
-        turn of several runs (the lock taken more than once) the run is never cut."""
+    @property
+    def first_turn_s(self) -> float:
+        """How long a first turn is expected to take."""
+        with self._condition:
+            return FIRST_TURN_GUESS_S if self._first_turn_s is None else self._first_turn_s
+
+    def cuttable(
+        self,
+        run: Callable[[ort.RunOptions | None], _Result],
+        lead_s: float,
+        expected_s: float,
+    ) -> _Result:
+        """``run(options)`` by the holder, whose player has ``lead_s`` seconds of audio in hand
+        and which should take ``expected_s``. It waits for the requests already waiting for
+        their first audio; one that asks while it runs may cut it short (see the module's
+        docstring); the holder then gives way, and runs it again once its turn comes back.
+        Inside a turn of several runs (the lock taken more than once) the run is never cut."""
+        dry_at = time.perf_counter() + lead_s
         while True:
-            options = self._arm()
+            options = self._arm(dry_at, expected_s)
             try:
                 return run(options)
             except Exception:
@@ -90,16 +132,26 @@ class ModelLock:
             finally:
                 self._disarm()
 
-    def _arm(self) -> ort.RunOptions | None:
-        """Run options the run can be cut through, after giving way to any request already
-        waiting for its first audio; None inside a longer turn."""
+    def _arm(self, dry_at: float, expected_s: float) -> ort.RunOptions | None:
+        """Run options the run can be cut through, after giving way to the requests already
+        waiting for their first audio; None inside a longer turn."""
         with self._condition:
             if self._holder != threading.get_ident() or self._depth != 1:
                 return None
             while self._first_audio_waiting:
                 self._give_way()
-            self._cuttable = ort.RunOptions()
-            return self._cuttable
+            cut = _Cuttable(ort.RunOptions(), time.perf_counter(), dry_at, expected_s)
+            self._cuttable = cut
+            return cut.options
+
+    def _worth_cutting(self, cut: _Cuttable) -> bool:
+        """Whether cutting the run now costs its listener less than it saves the waiting one
+        (called holding the condition): its player still has audio after a first turn and
+        the whole run again, or the run is less than half done."""
+        now = time.perf_counter()
+        first_turn = FIRST_TURN_GUESS_S if self._first_turn_s is None else self._first_turn_s
+        unheard = now + _CUT_MARGIN * (first_turn + cut.expected_s) <= cut.dry_at
+        return unheard or now - cut.started <= cut.expected_s / 2
 
     def _disarm(self) -> None:
         with self._condition:
@@ -113,11 +165,19 @@ class ModelLock:
                 return
             if first_audio:
                 self._first_audio_waiting += 1
-                if self._cuttable is not None:
-                    self._cuttable.terminate = True
+                cut = self._cuttable
+                if cut is not None and self._worth_cutting(cut):
+                    cut.options.terminate = True
             self._wait_for_turn()
             if first_audio:
                 self._first_audio_waiting -= 1
+
+    def _learn_first_turn(self, seconds: float) -> None:
+        with self._condition:
+            known = self._first_turn_s
+            self._first_turn_s = (
+                seconds if known is None else known + _SMOOTHING * (seconds - known)
+            )
 
     def _give_way(self) -> None:
         """Called holding the condition, at depth 1: the lock to those waiting, then back."""

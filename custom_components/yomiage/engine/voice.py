@@ -199,7 +199,10 @@ class Voice:
         }
         decoder = split.decoder if lane is None else (split.lane_decoder or split.decoder)
         started = time.perf_counter()
-        (audio,) = gate(lambda options: decoder.run(None, window, options))
+        (audio,) = gate(
+            lambda options: decoder.run(None, window, options),
+            self._decode_speed.expected_s(high - low),
+        )
         if decoder is split.decoder:  # the speed streaming plans with: every thread on one run
             self._decode_speed.record(high - low, time.perf_counter() - started)
         samples = np.asarray(audio, dtype=np.float32).reshape(-1)

@@ -15,12 +15,14 @@ import pytest
 from custom_components.yomiage.engine.engine import Engine
 from custom_components.yomiage.engine.results import AudioChunk
 from custom_components.yomiage.engine.runtime import SplitSessions
-from custom_components.yomiage.engine.turns import ModelLock
+from custom_components.yomiage.engine.turns import FIRST_TURN_GUESS_S, ModelLock
 from custom_components.yomiage.engine.voice import Voice
 
 from .common import QUIET, THREE_SENTENCES
 
 LONG_S = 10.0  # a run that would last this long unless cut short (the tests end long before)
+AHEAD_S = 100.0  # a player this far ahead can afford any cut in these tests
+CUT_RUN_S = 2.0  # a run the tests cut short (and which then runs again, to its end)
 
 
 class _SlowRun:
@@ -64,8 +66,8 @@ def _holder(lock: ModelLock, work: Callable[[], Any], result: dict[str, Any]) ->
 
 def test_a_request_waiting_for_its_first_audio_cuts_a_cuttable_run_short() -> None:
     lock, events, result = ModelLock(), [], {}
-    run = _SlowRun(events)
-    holder = _holder(lock, lambda: lock.cuttable(run), result)
+    run = _SlowRun(events, lasts_s=CUT_RUN_S)
+    holder = _holder(lock, lambda: lock.cuttable(run, AHEAD_S, 0.0), result)
     assert run.started.wait(LONG_S)
     asked = time.monotonic()
     with lock.first_audio_turn():
@@ -74,14 +76,14 @@ def test_a_request_waiting_for_its_first_audio_cuts_a_cuttable_run_short() -> No
     holder.join(3 * LONG_S)
     # Cut, the waiting request's turn, then the same run again, to its end.
     assert events == ["run", "cut", "first audio", "run", "finished"]
-    assert waited < LONG_S / 2
+    assert waited < CUT_RUN_S / 2
     assert result == {"value": "audio"}
 
 
 def test_a_request_that_already_hears_audio_waits_for_the_run_in_progress() -> None:
     lock, events, result = ModelLock(), [], {}
     run = _SlowRun(events, lasts_s=0.3)
-    holder = _holder(lock, lambda: lock.cuttable(run), result)
+    holder = _holder(lock, lambda: lock.cuttable(run, AHEAD_S, 0.0), result)
     assert run.started.wait(LONG_S)
     with lock:
         events.append("next turn")
@@ -103,7 +105,7 @@ def test_a_cuttable_run_lets_a_request_waiting_for_first_audio_go_first() -> Non
         deadline = time.monotonic() + LONG_S
         while not lock.awaited and time.monotonic() < deadline:
             time.sleep(0.001)
-        return lock.cuttable(run)
+        return lock.cuttable(run, AHEAD_S, 0.0)
 
     holder = _holder(lock, holder_work, result)
     assert between_runs.wait(LONG_S)
@@ -115,6 +117,47 @@ def test_a_cuttable_run_lets_a_request_waiting_for_first_audio_go_first() -> Non
     assert result == {"value": "audio"}
 
 
+def test_a_run_past_half_way_whose_player_would_run_dry_is_not_cut() -> None:
+    """A player 2 s ahead cannot wait for a first turn (guessed at 3 s before any is timed)
+    and the whole run again, and the run (expected to take no time) is past half way: the
+    request waits for the run instead."""
+    lock, events, result = ModelLock(), [], {}
+    run = _SlowRun(events, lasts_s=0.3)
+    holder = _holder(lock, lambda: lock.cuttable(run, 2.0, 0.0), result)
+    assert run.started.wait(LONG_S)
+    with lock.first_audio_turn():
+        events.append("first audio")
+    holder.join(LONG_S)
+    assert events == ["run", "finished", "first audio"]
+
+
+def test_a_run_less_than_half_done_is_cut_even_with_no_audio_in_hand() -> None:
+    """The playing listener then loses less than the waiting one gains."""
+    lock, events, result = ModelLock(), [], {}
+    run = _SlowRun(events, lasts_s=CUT_RUN_S)
+    holder = _holder(lock, lambda: lock.cuttable(run, 0.0, 4 * CUT_RUN_S), result)
+    assert run.started.wait(LONG_S)
+    with lock.first_audio_turn():
+        events.append("first audio")
+    holder.join(3 * LONG_S)
+    assert events == ["run", "cut", "first audio", "run", "finished"]
+
+
+def test_the_first_turns_length_is_learnt_and_then_allows_shorter_leads() -> None:
+    lock, events, result = ModelLock(), [], {}
+    assert lock.first_turn_s == FIRST_TURN_GUESS_S
+    with lock.first_audio_turn():
+        time.sleep(0.05)
+    assert 0.05 <= lock.first_turn_s < 1.0
+    run = _SlowRun(events, lasts_s=CUT_RUN_S)
+    holder = _holder(lock, lambda: lock.cuttable(run, 2.0, 0.0), result)  # 2 s: enough now
+    assert run.started.wait(LONG_S)
+    with lock.first_audio_turn():
+        events.append("first audio")
+    holder.join(3 * LONG_S)
+    assert events == ["run", "cut", "first audio", "run", "finished"]
+
+
 def test_a_run_inside_a_longer_turn_is_never_cut() -> None:
     """A listener's first turn (BERT, front, first piece) is not cut by the next listener."""
     lock, events, result = ModelLock(), [], {}
@@ -122,7 +165,7 @@ def test_a_run_inside_a_longer_turn_is_never_cut() -> None:
 
     def nested() -> str:
         with lock:
-            return lock.cuttable(run)
+            return lock.cuttable(run, AHEAD_S, 0.0)
 
     holder = _holder(lock, nested, result)
     assert run.started.wait(LONG_S)
@@ -141,7 +184,7 @@ def test_a_run_failing_for_its_own_reasons_is_not_run_again() -> None:
         attempts.append(options)
         raise ValueError("corrupt graph")
 
-    _holder(lock, lambda: lock.cuttable(failing), result).join(LONG_S)
+    _holder(lock, lambda: lock.cuttable(failing, AHEAD_S, 0.0), result).join(LONG_S)
     assert isinstance(result["error"], ValueError)
     assert len(attempts) == 1
     with lock:  # and the lock is free again
@@ -151,25 +194,37 @@ def test_a_run_failing_for_its_own_reasons_is_not_run_again() -> None:
 # -- in the engine, with onnxruntime's own terminate flag -------------------------------------
 
 
-class _SlowFirstCuttableDecoder:
-    """The decoder session, except that the first run it gets cuttable options for waits up
-    to ``LONG_S`` for them to be cut before it runs (a full-size decoder run takes seconds;
-    the test model's take milliseconds, too short to be caught in progress)."""
+class _SlowCuttableDecoder:
+    """The decoder session, except that its third cuttable run (the player has some audio in
+    hand by then) waits up to ``LONG_S`` to be cut before it runs: a full-size decoder run
+    takes seconds, the test model's take milliseconds, too short to be caught in progress."""
 
     def __init__(self, session: ort.InferenceSession) -> None:
         self._session = session
+        self.cuttable_runs = 0
         self.waiting = threading.Event()
         self.cut = threading.Event()
 
     def run(self, names: Any, feeds: Any, options: ort.RunOptions | None = None) -> Any:
-        if options is not None and not self.waiting.is_set():
-            self.waiting.set()
-            deadline = time.monotonic() + LONG_S
-            while not options.terminate and time.monotonic() < deadline:
-                time.sleep(0.001)
-            if options.terminate:
-                self.cut.set()
+        if options is not None:
+            self.cuttable_runs += 1
+            if self.cuttable_runs == 3:
+                self.waiting.set()
+                deadline = time.monotonic() + LONG_S
+                while not options.terminate and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                if options.terminate:
+                    self.cut.set()
         return self._session.run(names, feeds, options)  # fails at once when cut
+
+
+def _warm_first_turns(engine: Engine) -> None:
+    """Sessions loaded, and the lock's learnt first turn brought to this machine's warm one."""
+    engine.load_all()
+    for _ in range(8):
+        chunks = engine.stream("はい。", QUIET)
+        next(chunks)
+        chunks.close()
 
 
 def _pcm(chunks: Iterator[AudioChunk]) -> np.ndarray:
@@ -181,11 +236,12 @@ def test_an_assist_reply_does_not_wait_for_an_announcements_decoder_run(
     engine: Engine, monkeypatch: pytest.MonkeyPatch, arriving: bool
 ) -> None:
     announcement_text = THREE_SENTENCES * 3
+    _warm_first_turns(engine)
     alone = _pcm(engine.stream(announcement_text, QUIET))
     voice = engine._voices[next(iter(engine.voices))]
     split = voice._split_sessions()
     assert split is not None
-    decoder = _SlowFirstCuttableDecoder(split.decoder)
+    decoder = _SlowCuttableDecoder(split.decoder)
     slow: SplitSessions = dataclasses.replace(split, decoder=decoder)  # type: ignore[arg-type]
     monkeypatch.setattr(voice, "_split_sessions", lambda: slow)
     announced: dict[str, np.ndarray] = {}

@@ -64,6 +64,19 @@ def _holder(lock: ModelLock, work: Callable[[], Any], result: dict[str, Any]) ->
     return thread
 
 
+def _first_audio_while(lock: ModelLock, run: _SlowRun, work: Callable[[], Any]) -> list[str]:
+    """What happens when a request asks for its first audio while the holder does ``work``
+    (which starts ``run``): the run's events and the request's turn, in order."""
+    result: dict[str, Any] = {}
+    holder = _holder(lock, work, result)
+    assert run.started.wait(LONG_S)
+    with lock.first_audio_turn():
+        run.events.append("first audio")
+    holder.join(3 * LONG_S)
+    assert "error" not in result
+    return run.events
+
+
 def test_a_request_waiting_for_its_first_audio_cuts_a_cuttable_run_short() -> None:
     lock, events, result = ModelLock(), [], {}
     run = _SlowRun(events, lasts_s=CUT_RUN_S)
@@ -121,59 +134,39 @@ def test_a_run_past_half_way_whose_player_would_run_dry_is_not_cut() -> None:
     """A player 2 s ahead cannot wait for a first turn (guessed at 3 s before any is timed)
     and the whole run again, and the run (expected to take no time) is past half way: the
     request waits for the run instead."""
-    lock, events, result = ModelLock(), [], {}
-    run = _SlowRun(events, lasts_s=0.3)
-    holder = _holder(lock, lambda: lock.cuttable(run, 2.0, 0.0), result)
-    assert run.started.wait(LONG_S)
-    with lock.first_audio_turn():
-        events.append("first audio")
-    holder.join(LONG_S)
+    lock, run = ModelLock(), _SlowRun([], lasts_s=0.3)
+    events = _first_audio_while(lock, run, lambda: lock.cuttable(run, 2.0, 0.0))
     assert events == ["run", "finished", "first audio"]
 
 
 def test_a_run_less_than_half_done_is_cut_even_with_no_audio_in_hand() -> None:
     """The playing listener then loses less than the waiting one gains."""
-    lock, events, result = ModelLock(), [], {}
-    run = _SlowRun(events, lasts_s=CUT_RUN_S)
-    holder = _holder(lock, lambda: lock.cuttable(run, 0.0, 4 * CUT_RUN_S), result)
-    assert run.started.wait(LONG_S)
-    with lock.first_audio_turn():
-        events.append("first audio")
-    holder.join(3 * LONG_S)
+    lock, run = ModelLock(), _SlowRun([], lasts_s=CUT_RUN_S)
+    events = _first_audio_while(lock, run, lambda: lock.cuttable(run, 0.0, 4 * CUT_RUN_S))
     assert events == ["run", "cut", "first audio", "run", "finished"]
 
 
 def test_the_first_turns_length_is_learnt_and_then_allows_shorter_leads() -> None:
-    lock, events, result = ModelLock(), [], {}
+    lock, run = ModelLock(), _SlowRun([], lasts_s=CUT_RUN_S)
     assert lock.first_turn_s == FIRST_TURN_GUESS_S
     with lock.first_audio_turn():
         time.sleep(0.05)
     assert 0.05 <= lock.first_turn_s < 1.0
-    run = _SlowRun(events, lasts_s=CUT_RUN_S)
-    holder = _holder(lock, lambda: lock.cuttable(run, 2.0, 0.0), result)  # 2 s: enough now
-    assert run.started.wait(LONG_S)
-    with lock.first_audio_turn():
-        events.append("first audio")
-    holder.join(3 * LONG_S)
+    # 2 s ahead: enough now for a first turn and the whole run again.
+    events = _first_audio_while(lock, run, lambda: lock.cuttable(run, 2.0, 0.0))
     assert events == ["run", "cut", "first audio", "run", "finished"]
 
 
 def test_a_run_inside_a_longer_turn_is_never_cut() -> None:
     """A listener's first turn (BERT, front, first piece) is not cut by the next listener."""
-    lock, events, result = ModelLock(), [], {}
-    run = _SlowRun(events, lasts_s=0.3)
+    lock, run = ModelLock(), _SlowRun([], lasts_s=0.3)
 
     def nested() -> str:
         with lock:
             return lock.cuttable(run, AHEAD_S, 0.0)
 
-    holder = _holder(lock, nested, result)
-    assert run.started.wait(LONG_S)
-    with lock.first_audio_turn():
-        events.append("first audio")
-    holder.join(LONG_S)
+    assert _first_audio_while(lock, run, nested) == ["run", "finished", "first audio"]
     assert run.options == [None]
-    assert events == ["run", "finished", "first audio"]
 
 
 def test_a_run_failing_for_its_own_reasons_is_not_run_again() -> None:

@@ -108,7 +108,7 @@ class ModelLock:
     def first_turn_s(self) -> float:
         """How long a first turn is expected to take."""
         with self._condition:
-            return FIRST_TURN_GUESS_S if self._first_turn_s is None else self._first_turn_s
+            return self._expected_first_turn_s()
 
     def cuttable(
         self,
@@ -149,9 +149,13 @@ class ModelLock:
         (called holding the condition): its player still has audio after a first turn and
         the whole run again, or the run is less than half done."""
         now = time.perf_counter()
-        first_turn = FIRST_TURN_GUESS_S if self._first_turn_s is None else self._first_turn_s
-        unheard = now + _CUT_MARGIN * (first_turn + cut.expected_s) <= cut.dry_at
+        cost = _CUT_MARGIN * (self._expected_first_turn_s() + cut.expected_s)
+        unheard = now + cost <= cut.dry_at
         return unheard or now - cut.started <= cut.expected_s / 2
+
+    def _expected_first_turn_s(self) -> float:
+        """Called holding the condition."""
+        return FIRST_TURN_GUESS_S if self._first_turn_s is None else self._first_turn_s
 
     def _disarm(self) -> None:
         with self._condition:

@@ -278,7 +278,8 @@ class Figures:
     peak_end_mb: float
     anon_end_mb: float
     texts: dict[str, dict[str, float]]  # text -> audio_s, compute_s, cpu_s, speed, first_audio_s
-    # An Assist reply during an announcement: its first audio, median_s and worst_s.
+    # An Assist reply during an announcement: its first audio (median_s, worst_s) and the
+    # announcement's worst playback waits (announcement_waits_s).
     during: dict[str, float] = field(default_factory=dict)
 
 

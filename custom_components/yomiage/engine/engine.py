@@ -2,8 +2,9 @@
 
 One BERT session serves every speaker; synthesizer sessions are created per speaker on first use.
 Model runs are serialised by one lock (each run already uses every core), so concurrent requests
-take turns piece by piece and never mix audio; a listener waiting for its first audio cuts a
-playing stream's decoder run short instead of waiting for it (turns.py).
+take turns piece by piece and never mix audio; a listener waiting for its first audio goes
+before a playing stream's decoder runs, cutting one in progress short where that is worth it
+(turns.py).
 
 Streaming is ordered for early first audio: the first sentence (of the text, or of each piece
 that arrives) gets a BERT run of its own and its first 0.56 s is decoded before the rest of it;
@@ -435,8 +436,8 @@ class Engine:
         """``chunks``, the first made in one turn of the model lock: the runs a listener waits
         on before hearing anything (BERT, front, first piece) follow each other, without
         another request's runs (a piece of an announcement each) in between. ``first_audio``:
-        the listener hears nothing yet, so the turn cuts short another stream's run in
-        progress (turns.py)."""
+        the listener hears nothing yet, so the turn goes before a playing stream's decoder
+        runs, cutting one in progress short where that is worth it (turns.py)."""
         turn = self._model_lock.first_audio_turn() if first_audio else self._model_lock
         try:
             with turn:
@@ -577,7 +578,8 @@ class Engine:
 
 class _StreamRuns:
     """How a playing stream starts its decoder runs (a ``RunGate``), under the model lock it
-    already holds: cuttable while its player's lead covers a cut (turns.py)."""
+    already holds: cuttable for a listener waiting for its first audio, where its player's lead
+    covers the cut or the run is less than half done (turns.py)."""
 
     def __init__(
         self, lock: ModelLock, playback: _Playback, check_open: Callable[[], None]

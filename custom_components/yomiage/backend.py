@@ -6,15 +6,12 @@ sentence, so the entity frames WAV the same way for both.
 
 from __future__ import annotations
 
-import io
-import wave
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .engine.options import SynthesisOptions
-
-PCM_WIDTH = 2  # bytes per sample
+from .engine.wav import PCM_SAMPLE_WIDTH
 
 
 @dataclass(frozen=True)
@@ -29,7 +26,7 @@ class SpeechPiece:
 
     @property
     def audio_s(self) -> float:
-        return len(self.pcm) / PCM_WIDTH / self.sample_rate
+        return len(self.pcm) / PCM_SAMPLE_WIDTH / self.sample_rate
 
 
 @dataclass(frozen=True)
@@ -94,14 +91,3 @@ class SpeechBackend(Protocol):
 
     def diagnostics(self) -> dict[str, Any]:
         """What it runs and offers, without absolute paths or secrets."""
-
-
-def wav_file(pcm: bytes, sample_rate: int) -> bytes:
-    """A complete mono 16-bit WAV file around ``pcm``."""
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(PCM_WIDTH)
-        wav.setframerate(sample_rate)
-        wav.writeframes(pcm)
-    return buffer.getvalue()

@@ -15,11 +15,11 @@ from homeassistant.helpers.device_registry import DeviceEntryType, DeviceInfo
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from . import YomiageConfigEntry
-from .backend import SpeechPiece, Timing, wav_file
+from .backend import SpeechPiece, Timing
 from .const import CONF_VOICE, DEFAULT_LANGUAGE, DOMAIN, LANGUAGES, SYNTHESIS_NUMBERS
-from .engine.audio import wav_stream_header
 from .engine.errors import InvalidOptionError, YomiageError
 from .engine.options import SynthesisOptions
+from .engine.wav import wav_file, wav_stream_header
 from .entry_options import synthesis_defaults, voice_choices
 
 try:  # Home Assistant 2025.7 and later export it from the package

@@ -17,6 +17,7 @@ from typing import Any
 from .errors import YomiageError
 from .options import SynthesisOptions
 from .results import AudioChunk, sentence_reports
+from .wav import PCM_SAMPLE_WIDTH
 
 EXIT_BAD_INPUT = 2
 
@@ -133,7 +134,7 @@ def _write_wav(
     path.parent.mkdir(parents=True, exist_ok=True)
     with wave.open(str(path), "wb") as wav:
         wav.setnchannels(1)
-        wav.setsampwidth(2)
+        wav.setsampwidth(PCM_SAMPLE_WIDTH)
         wav.setframerate(sample_rate)
         for chunk in chunks:
             if first_audio_s is None:

@@ -24,6 +24,8 @@ from wyoming.error import Error
 from wyoming.event import Event
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 
+from .wav import PCM_SAMPLE_WIDTH
+
 SYNTHESIZE = "synthesize"
 SYNTHESIZE_START = "synthesize-start"
 SYNTHESIZE_CHUNK = "synthesize-chunk"
@@ -31,7 +33,6 @@ SYNTHESIZE_STOP = "synthesize-stop"
 SYNTHESIZE_STOPPED = "synthesize-stopped"
 
 LANGUAGE = "ja"
-PCM_WIDTH = 2  # bytes per sample: 16-bit
 PCM_CHANNELS = 1
 SAMPLES_PER_CHUNK = 2048  # ≈ 46 ms at 44.1 kHz per audio-chunk event
 MAX_DATA_BYTES = 1 << 20  # a request's JSON; the engine refuses texts long before this
@@ -185,18 +186,20 @@ def info_event(voices: Mapping[str, list[str]], version: str | None) -> Event:
 
 
 def audio_start(sample_rate: int) -> Event:
-    start: Event = AudioStart(rate=sample_rate, width=PCM_WIDTH, channels=PCM_CHANNELS).event()
+    start: Event = AudioStart(
+        rate=sample_rate, width=PCM_SAMPLE_WIDTH, channels=PCM_CHANNELS
+    ).event()
     return start
 
 
 def audio_chunks(pcm: NDArray[np.int16], sample_rate: int) -> Iterator[Event]:
     """``audio-chunk`` events of at most SAMPLES_PER_CHUNK little-endian 16-bit samples."""
     raw = pcm.astype("<i2").tobytes()
-    step = SAMPLES_PER_CHUNK * PCM_WIDTH
+    step = SAMPLES_PER_CHUNK * PCM_SAMPLE_WIDTH
     for offset in range(0, len(raw), step):
         chunk = AudioChunk(
             rate=sample_rate,
-            width=PCM_WIDTH,
+            width=PCM_SAMPLE_WIDTH,
             channels=PCM_CHANNELS,
             audio=raw[offset : offset + step],
         )

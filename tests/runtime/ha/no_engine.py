@@ -5,6 +5,7 @@
 - ``Installs``: Home Assistant's package installer (the real requirements manager, with only its
   pip call replaced) sees the native packages as not installed and records every install.
 - ``musl``: the interpreter reports musl platform tags, as on Home Assistant OS.
+- ``past_install``: the config flow's step after its install step, on every Home Assistant.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from homeassistant import config_entries
 from homeassistant.core import HomeAssistant
+from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.util import package as pkg_util
 from packaging import tags
 from packaging.requirements import Requirement
@@ -72,3 +75,15 @@ def fake_installs(hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch) -> Insta
 
 def musl(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tags, "platform_tags", lambda: iter(MUSL_TAGS))
+
+
+async def past_install(
+    hass: HomeAssistant, result: config_entries.ConfigFlowResult
+) -> config_entries.ConfigFlowResult:
+    """The step the install step leads to. Home Assistant shows the install's progress while it
+    runs, then moves on by itself; one whose task is already done (2026.x) moves on at once."""
+    if result["type"] is FlowResultType.SHOW_PROGRESS:
+        assert (result["step_id"], result["progress_action"]) == ("install", "install")
+        await hass.async_block_till_done()
+        result = await hass.config_entries.flow.async_configure(result["flow_id"])
+    return result

@@ -12,6 +12,7 @@ import pytest
 from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import device_registry as dr
+from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import issue_registry as ir
 from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import MockConfigEntry
@@ -66,8 +67,11 @@ async def test_unload_and_reload_leave_no_session_behind(
 async def test_service_device_and_entity(
     hass: HomeAssistant, loaded_entry: MockConfigEntry, entity_id: str
 ) -> None:
-    device = dr.async_get(hass).async_get_device(identifiers={(DOMAIN, loaded_entry.entry_id)})
+    entity = er.async_get(hass).async_get(entity_id)
+    assert entity is not None and entity.device_id is not None
+    device = dr.async_get(hass).async_get(entity.device_id)
     assert device is not None
+    assert (DOMAIN, loaded_entry.entry_id) in device.identifiers
     assert device.entry_type is dr.DeviceEntryType.SERVICE
     assert device.name == "tiny"
     assert entity_id == "tts.tiny_speech"

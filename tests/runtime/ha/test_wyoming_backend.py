@@ -55,8 +55,9 @@ from custom_components.yomiage.const import (
 from custom_components.yomiage.local_engine import NATIVE_REQUIREMENTS
 from custom_components.yomiage.tts import YomiageTTSEntity
 
+from ..wav import read_wav
 from .common import HandFedMessage
-from .no_engine import Installs, block_native_modules, fake_installs
+from .no_engine import Installs, block_native_modules, fake_installs, past_install
 
 HOST = "127.0.0.1"
 SAMPLE_RATE = 44100
@@ -180,10 +181,10 @@ async def _audio(
 
 
 def _pcm_of(wav_bytes: bytes) -> bytes:
-    """The samples after the WAV header (Home Assistant streams: the header may say 0 frames)."""
-    with wave.open(io.BytesIO(wav_bytes)) as wav:
-        assert (wav.getframerate(), wav.getsampwidth(), wav.getnchannels()) == (SAMPLE_RATE, 2, 1)
-    return wav_bytes[WAV_HEADER:]
+    """The samples of a WAV file of our format (Home Assistant streams: it may say 0 frames)."""
+    audio = read_wav(wav_bytes)
+    assert (audio.sample_rate, audio.sample_width, audio.channels) == (SAMPLE_RATE, 2, 1)
+    return audio.pcm
 
 
 def _closed_port() -> int:
@@ -201,12 +202,12 @@ async def test_without_the_engine_the_flow_offers_a_server_that_speaks(
     result = await hass.config_entries.flow.async_init(
         DOMAIN, context={"source": config_entries.SOURCE_USER}
     )
-    result = await hass.config_entries.flow.async_configure(
-        result["flow_id"], {"next_step_id": SOURCE_OFFICIAL}
+    result = await past_install(
+        hass,
+        await hass.config_entries.flow.async_configure(
+            result["flow_id"], {"next_step_id": SOURCE_OFFICIAL}
+        ),
     )
-    assert (result["type"], result["step_id"]) == (FlowResultType.SHOW_PROGRESS, "install")
-    await hass.async_block_till_done()
-    result = await hass.config_entries.flow.async_configure(result["flow_id"])
     assert (result["type"], result["step_id"]) == (FlowResultType.MENU, "engine_install_failed")
     assert set(installs.attempted) == set(NATIVE_REQUIREMENTS)
 

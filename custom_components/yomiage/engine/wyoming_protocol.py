@@ -67,10 +67,7 @@ async def read_event(reader: asyncio.StreamReader) -> Event | None:
 
     Raises MalformedEventError after consuming a bad event (not JSON, no type, oversized data).
     """
-    try:
-        line = await reader.readline()
-    except ValueError:  # longer than the reader's limit: asyncio has already dropped it
-        raise MalformedEventError("event header line is too long") from None
+    line = await _read_line(reader)
     if not line:
         return None
     header = _json_object(line, "event header")
@@ -82,6 +79,26 @@ async def read_event(reader: asyncio.StreamReader) -> Event | None:
     except asyncio.IncompleteReadError:
         return None
     return _event(header, extra, payload)
+
+
+async def _read_line(reader: asyncio.StreamReader) -> bytes:
+    """The next line (what is left at the end of the stream). A line longer than the reader's
+    limit is skipped to its end, however long, and refused once: one error per bad event."""
+    try:
+        return await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as err:
+        return err.partial
+    except asyncio.LimitOverrunError:
+        pass
+    while True:  # readuntil leaves what it read in the buffer: drop it, up to the line's end
+        try:
+            await reader.readuntil(b"\n")
+            break
+        except asyncio.LimitOverrunError as err:
+            await reader.readexactly(err.consumed)
+        except asyncio.IncompleteReadError:
+            break
+    raise MalformedEventError("event header line is too long")
 
 
 def _event(header: dict[str, Any], extra: bytes, payload: bytes) -> Event:

@@ -105,6 +105,20 @@ async def _read_audio(reader: asyncio.StreamReader) -> bytes:
     raise AssertionError("connection closed before audio-stop")
 
 
+async def test_a_huge_event_line_gets_one_error_and_the_connection_goes_on(
+    server: WyomingTtsServer,
+) -> None:
+    huge = _synthesize(text="a" * (10 << 20))  # a 10 MB header line
+    async with _connection(server) as (reader, writer):
+        writer.write(huge + _line({"type": "describe"}))
+        await writer.drain()
+        error = await asyncio.wait_for(async_read_event(reader), TIMEOUT_S)
+        following = await asyncio.wait_for(async_read_event(reader), TIMEOUT_S)
+    assert error is not None and (error.type, error.data["code"]) == ("error", "malformed_event")
+    assert "too long" in error.data["text"]
+    assert following is not None and following.type == "info", "one error, then the next event"
+
+
 async def test_a_client_silent_after_an_error_is_let_go(server: WyomingTtsServer) -> None:
     """Home Assistant's Wyoming client ignores errors and waits for audio; closing frees it."""
     async with _connection(server) as connection:

@@ -45,6 +45,22 @@ def test_reading_is_katakana_per_sentence(frontend: Frontend) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "reading"),
+    [
+        ("明日も晴れるでしょう。", "アシタモハレルデショー。"),
+        ("行こう。", "イコー。"),
+        ("ありがとうございます。", "アリガトーゴザイマス。"),
+    ],
+)
+def test_a_lengthened_final_u_reads_as_a_long_vowel(
+    frontend: Frontend, text: str, reading: str
+) -> None:
+    """OpenJTalk reads such an う as a word of its own whose reading is ー: in katakana, never the
+    hiragana of its surface."""
+    assert frontend.reading(text) == [reading]
+
+
+@pytest.mark.parametrize(
     ("text", "speakable"),
     [("あ", True), ("ABC", True), ("😀", False), ("#$%&", False), ("、。！", False), ("々", False)],
 )

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from ..errors import InvalidTextError
 from . import openjtalk
-from .g2p import g2p, word_phones
+from .g2p import g2p, spoken_words, word_phones
 from .kana import LONG_VOWEL
-from .normalize import has_speakable, is_normalized, map_punctuation, normalize
+from .normalize import has_speakable, is_normalized, normalize
 from .sequence import PhoneSequence, to_sequence
 from .split import split_sentences
 from .symbols import PAD, PUNCTUATIONS
@@ -71,12 +71,14 @@ def _checked(text: str) -> str:
 
 
 def _katakana(sentence: str) -> str:
+    """Spoken words by their reading (a ー that lengthens the word before, as in デショー,
+    included), punctuation by its mark."""
     parts = []
-    for word in openjtalk.words(sentence):
-        if any(phone not in _SILENT for phone in word_phones(word)):
+    for word in spoken_words(openjtalk.words(sentence)):
+        if any(phone not in _SILENT for phone in word.phones):
             parts.append(word.reading)
         else:
-            parts.append(map_punctuation(word.surface).translate(_READING_MARKS))
+            parts.append(word.surface.translate(_READING_MARKS))
     return "".join(parts)
 
 

@@ -48,15 +48,18 @@ class Reading:
 
 
 @dataclass(frozen=True)
-class _Word:
+class SpokenWord:
+    """An OpenJTalk word as spoken: its phones with leading ー resolved (``kana.lengthen``)."""
+
     surface: str  # normalised like the text
+    reading: str  # OpenJTalk's katakana
     phones: list[str]
 
 
 def g2p(normalized: str) -> Reading:
     """Phones, tones and word2ph of text already passed through ``normalize``."""
     ojt_words, labels = openjtalk.analyse(normalized)
-    words = _spoken_words(ojt_words)
+    words = spoken_words(ojt_words)
     phones = [phone for word in words for phone in word.phones]
     tones = _align_tones(phones, phone_tones(labels))
     word2ph = _word2ph(normalized, words)
@@ -73,13 +76,13 @@ def word_phones(word: openjtalk.Word) -> list[str]:
     return [UNREADABLE] * len(surface)  # SBV2: what OpenJTalk cannot read becomes "'"
 
 
-def _spoken_words(ojt_words: Sequence[openjtalk.Word]) -> list[_Word]:
-    words: list[_Word] = []
+def spoken_words(ojt_words: Sequence[openjtalk.Word]) -> list[SpokenWord]:
+    words: list[SpokenWord] = []
     previous: list[str] = []
     for ojt_word in ojt_words:
         phones = lengthen(word_phones(ojt_word), previous)
         surface = map_punctuation(unicodedata.normalize("NFKC", ojt_word.surface))
-        words.append(_Word(surface, phones))
+        words.append(SpokenWord(surface, ojt_word.reading, phones))
         previous = phones or previous
     return words
 
@@ -101,7 +104,7 @@ def _align_tones(phones: list[str], spoken: list[PhoneTone]) -> list[int]:
     return tones
 
 
-def _word2ph(text: str, words: Sequence[_Word]) -> list[int]:
+def _word2ph(text: str, words: Sequence[SpokenWord]) -> list[int]:
     phone_counts = [len(word.phones) for word in words]
     char_counts = _chars_per_word(text, [word.surface for word in words])
     if not any(char_counts):  # OpenJTalk found no words: whatever there is goes to the start

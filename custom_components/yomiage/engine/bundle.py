@@ -11,6 +11,7 @@ Layout (the published voices on the Hub use the same)::
 
 from __future__ import annotations
 
+import errno
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,7 +85,7 @@ class Bundle:
         """Check that every required file is there and the configs agree; load nothing heavy."""
         root = Path(root).expanduser()
         if not root.is_dir():
-            raise BundleError(str(root), "bundle folder does not exist")
+            raise BundleError(str(root), _not_a_folder(root))
         _require_file(root / TOKENIZER_DIR / "vocab.txt")
         _require_file(root / BERT_Q8)
         speakers = {files.name: files for files in _discover_speakers(root)}
@@ -160,3 +161,18 @@ def _describe(err: Exception) -> str:
     if isinstance(err, KeyError):
         return f"missing key {err}"
     return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def _not_a_folder(path: Path) -> str:
+    """What a bundle path that is no folder is, in words."""
+    try:
+        path.stat()
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "bundle path is a loop of symbolic links (one points back at another)"
+        if err.errno == errno.ENOENT and path.is_symlink():
+            return f"bundle path is a symbolic link to {path.readlink()}, which does not exist"
+        if err.errno == errno.ENOENT:
+            return "bundle folder does not exist"
+        return f"bundle path cannot be read: {err.strerror}"
+    return "bundle path is a file, not a folder"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,27 @@ def _expect_bundle_error(bundle: Path, file_name: str, problem: str) -> None:
 
 def test_missing_bundle_folder(tmp_path: Path) -> None:
     _expect_bundle_error(tmp_path / "nowhere", "nowhere", "does not exist")
+
+
+def _symlink_loop(path: Path) -> None:
+    path.symlink_to(path.parent / "other")
+    (path.parent / "other").symlink_to(path)
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (_symlink_loop, "loop of symbolic links"),
+        (lambda path: path.symlink_to(path.parent / "gone"), "symbolic link to .*gone.*not exist"),
+        (lambda path: path.write_text("x"), "is a file"),
+    ],
+    ids=["symlink loop", "dangling symlink", "file"],
+)
+def test_a_bundle_path_that_is_no_folder_says_what_it_is(
+    tmp_path: Path, make: Callable[[Path], object], problem: str
+) -> None:
+    make(tmp_path / "bundle")
+    _expect_bundle_error(tmp_path / "bundle", "bundle", problem)
 
 
 def test_missing_synthesizer(bundle_copy: Path) -> None:

@@ -99,6 +99,7 @@ def _engine(args: argparse.Namespace) -> Any:
 
 def _voices(args: argparse.Namespace) -> int:
     engine = _engine(args)
+    engine.load_all()  # every graph checked, as the config flow and the server check them
     for speaker, styles in engine.voices.items():
         for style in styles:
             print(f"{speaker}/{style}")

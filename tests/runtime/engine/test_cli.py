@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import wave
@@ -71,6 +72,16 @@ def test_voices_lists_speaker_style_pairs(tiny_bundle: Path) -> None:
     assert result.returncode == 0
     lines = result.stdout.split()
     assert len(lines) >= 4 and all(line.count("/") == 1 for line in lines)
+
+
+def test_voices_checks_every_graph(tiny_bundle: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, bundle)
+    graph = sorted((bundle / "onnx" / "speakers").iterdir())[-1] / "synthesizer.onnx"
+    graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])
+    result = _yomiage("voices", "--bundle", str(bundle))
+    assert result.returncode == 2 and result.stdout == ""
+    assert "synthesizer.onnx" in result.stderr and len(result.stderr.splitlines()) == 1
 
 
 def test_read_prints_katakana_per_sentence() -> None:

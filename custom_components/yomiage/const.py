@@ -48,7 +48,8 @@ SYNTHESIS_NUMBERS: Final = (
 )
 SUPPORTED_OPTIONS: Final = [CONF_VOICE, *SYNTHESIS_NUMBERS]
 # The tts option that carries the active user dictionary's fingerprint: it is in the entity's
-# default options so that Home Assistant's cache key changes when the words do.
+# default options so that Home Assistant's cache key changes when the words do. It chooses
+# nothing: the dictionary is set in the entry's options.
 OPTION_DICTIONARY: Final = "dictionary"
 
 DEVICES: Final = ("auto", "cpu", "cuda")

@@ -125,24 +125,16 @@ class YomiageTTSEntity(TextToSpeechEntity):
         self._data.timings.append(Timing.of(spoken, streamed=True))
 
     def _synthesis_options(self, options: Mapping[str, Any]) -> SynthesisOptions:
-        """Engine options from the request over the entity's defaults; numbers may come as text."""
+        """Engine options from the request over the entity's defaults; numbers may come as text.
+        The backend's state options (the user dictionary's fingerprint) only key Home
+        Assistant's cache: a request that carries an older one (an Assist pipeline prepared
+        before the words changed) is spoken with the words in force, like every other."""
         merged = {**self.default_options, **options}
         with _translated_errors():
-            _check_state_options(merged, self._data.backend.state_options)
             numbers = {
                 name: _number(name, merged[name]) for name in SYNTHESIS_NUMBERS if name in merged
             }
             return SynthesisOptions(voice=str(merged[CONF_VOICE]), **numbers).validated()
-
-
-def _check_state_options(options: Mapping[str, Any], state: Mapping[str, str]) -> None:
-    """A request may repeat the backend's state options (the cache key has them) but not change
-    them: the user dictionary is chosen in the entry's options, not per request."""
-    for name, value in state.items():
-        if options.get(name) != value:
-            raise InvalidOptionError(
-                f"{name} is set in the integration's options ({value}), not per request"
-            )
 
 
 def _number(name: str, value: Any) -> float:

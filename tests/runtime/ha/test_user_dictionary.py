@@ -15,7 +15,6 @@ from homeassistant.components import tts
 from homeassistant.config_entries import ConfigEntryState, ConfigFlowResult
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
-from homeassistant.exceptions import HomeAssistantError
 from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 from pytest_homeassistant_custom_component.components.diagnostics import (
@@ -147,15 +146,20 @@ def test_dictionary_errors_are_translated() -> None:
         assert "{line}" in invalid and "{problem}" in invalid, name
 
 
-async def test_a_request_cannot_pick_another_dictionary(
+async def test_a_request_prepared_before_the_words_changed_is_spoken_with_them(
     hass: HomeAssistant, loaded_entry: MockConfigEntry, entity_id: str
 ) -> None:
-    with pytest.raises(HomeAssistantError) as caught:
-        await _audio(hass, entity_id, {**WAV, OPTION_DICTIONARY: "0123456789abcdef"})
-    assert caught.value.translation_key == "invalid_option"
-    assert "dictionary" in caught.value.translation_placeholders["message"]
+    """Home Assistant fixes an Assist pipeline's options when the run is prepared (possibly
+    before the wake word): its request carries the fingerprint of the words then in force."""
+    prepared = shared_dictionary(hass).fingerprint
+    result = await _save_words(hass, loaded_entry, WORDS)
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    await hass.async_block_till_done()
     current = shared_dictionary(hass).fingerprint
-    assert await _audio(hass, entity_id, {**WAV, OPTION_DICTIONARY: current})
+    assert current != prepared
+
+    stale = await _audio(hass, entity_id, {**WAV, OPTION_DICTIONARY: prepared})
+    assert stale == await _audio(hass, entity_id, {**WAV, OPTION_DICTIONARY: current})
 
 
 async def test_every_local_entry_brings_its_words(hass: HomeAssistant) -> None:

@@ -8,14 +8,17 @@ before a playing stream's decoder runs, cutting one in progress short where that
 
 Streaming is ordered for early first audio: the first sentence (of the text, or of each piece
 that arrives) gets a BERT run of its own and its first 0.56 s is decoded before the rest of it;
-the other sentences' BERT batch and the pause pass (which only decides the pauses before
-sentences 2..n) run while that audio already plays.
-Whole-file synthesis is ordered for throughput instead: one BERT batch, then the decoder runs of
-two sentences side by side on one-thread "lanes" (lanes.py) where the CPU has two cores or more.
+the other sentences' BERT batches and pause passes (which only decide the pauses before
+sentences 2..n) run while that audio already plays, a pause window at a time (pauses.py), so
+that a long text costs memory in proportion to its length, never more.
+Whole-file synthesis is ordered for throughput instead: a window's BERT batch, then the decoder
+runs of two sentences side by side on one-thread "lanes" (lanes.py) where the CPU has two cores
+or more.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections import deque
@@ -35,7 +38,7 @@ from .device_path import CharFeatures, DevicePath, FeaturePath, HostPath
 from .errors import InvalidTextError, UnknownVoiceError, YomiageError
 from .lanes import LANES, lanes_pay, longest_first, run_lanes
 from .options import SynthesisOptions
-from .pauses import MIN_PAUSE_S, boundary_pauses, trailing_pause
+from .pauses import MIN_PAUSE_S, boundary_pauses, pause_windows, trailing_pause
 from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_spans, decode_window
 from .results import AudioChunk, Synthesis
 from .runtime import SessionFactory, resolve_device
@@ -82,6 +85,17 @@ class _Playback:
         if self._started is None:
             return None
         return max(0.0, self._queued_s - (time.perf_counter() - self._started))
+
+
+@dataclass(frozen=True)
+class _Paused:
+    """A sentence ready for the synthesizer: its BERT features and the pause before it;
+    ``window_ends``: the last sentence its pause window adds."""
+
+    sequence: PhoneSequence
+    features: CharFeatures
+    pause_before: float
+    window_ends: bool
 
 
 @dataclass
@@ -172,8 +186,8 @@ class Engine:
         if request.voice.lanes == LANES:
             chunks = self._whole_on_lanes(sequences, request)
         else:
-            chunks = list(self._stream(sequences, request, playback=None))
-        synthesis = Synthesis.from_chunks(chunks, self.sample_rate)
+            chunks = self._stream(sequences, request, playback=None)
+        synthesis = Synthesis.collect(chunks, self.sample_rate)
         self.recent.append(
             {
                 "sentences": len(synthesis.sentences),
@@ -289,42 +303,55 @@ class Engine:
         self, sequences: list[PhoneSequence], request: _Request, playback: _Playback | None
     ) -> Generator[AudioChunk]:
         started = time.perf_counter()
-        with_features = self._first_alone(sequences)
-        first, first_features = next(with_features)
-        yield from self._sentence(first, first_features, 0.0, request, started, playback)
-        started = time.perf_counter()
-        rest = list(with_features)
-        if not rest:
-            return
-        pauses = self._pauses(sequences, [first_features, *(f for _, f in rest)], request)
-        for (sequence, features), pause in zip(rest, pauses[1:], strict=True):
-            yield from self._sentence(sequence, features, pause, request, started, playback)
+        for sentence in self._paused(sequences, request):
+            yield from self._sentence(
+                sentence.sequence,
+                sentence.features,
+                sentence.pause_before,
+                request,
+                started,
+                playback,
+            )
             started = time.perf_counter()
 
     def _whole_on_lanes(
         self, sequences: list[PhoneSequence], request: _Request
-    ) -> list[AudioChunk]:
-        """Whole-file synthesis on two lanes (lanes.py): one BERT batch, the pause pass, every
-        sentence's front (two at once), then the decoder's jobs (sentences, or spans of long
-        ones), the lanes taking them from one queue. Each step takes the model lock on its own,
-        and the lanes give way between jobs to a request that waits: requests take turns."""
+    ) -> Iterator[AudioChunk]:
+        """Whole-file synthesis on two lanes (lanes.py), a pause window at a time (its BERT
+        batch and pause pass, then its sentences on the lanes), so that no part of it holds
+        more than a window's fronts and decoded audio. Each step takes the model lock on its
+        own, and the lanes give way between jobs to a request that waits: requests take
+        turns."""
         started = time.perf_counter()
-        features = self._run(self._features.char_features, [s.text for s in sequences])
-        pauses = self._pauses(sequences, features, request)
-        spent = [time.perf_counter() - started] + [0.0] * (len(sequences) - 1)
+        group: list[_Paused] = []
+        for sentence in self._paused(sequences, request):
+            group.append(sentence)
+            if sentence.window_ends:
+                yield from self._on_lanes(group, request, time.perf_counter() - started)
+                group = []
+                started = time.perf_counter()
+
+    def _on_lanes(
+        self, sentences: list[_Paused], request: _Request, spent_before: float
+    ) -> list[AudioChunk]:
+        """Every sentence's front (two at once), then the decoder's jobs (sentences, or spans
+        of long ones), the lanes taking them from one queue. ``spent_before``: the time of the
+        BERT batch and pause pass that made them, counted to the first."""
+        spent = [spent_before] + [0.0] * (len(sentences) - 1)
+        style, inputs = request.style_vector, request.inputs
 
         def front(index: int, _lane: int | None = None) -> Fronted:
-            sequence, style, inputs = sequences[index], request.style_vector, request.inputs
-            item = self._features.front(request.voice, sequence, features[index], style, inputs)
+            sequence, features = sentences[index].sequence, sentences[index].features
+            item = self._features.front(request.voice, sequence, features, style, inputs)
             assert item is not None  # a voice with lanes has a split synthesizer on the host
             return item
 
         # Both lanes call the front session with every thread: its convolutions over a few
         # hundred frames keep two threads busy only part of the time, and two sentences at once
         # fill the gaps (fronts of the long text 2.14 -> 1.94 s here, docs/PERFORMANCE.md).
-        phones = [len(sequence.phones) for sequence in sequences]
-        each_sentence = list(range(len(sequences)))  # one front job per sentence
-        by_sentence = self._jobs(phones, each_sentence, front, len(sequences) > 1, spent)
+        phones = [len(sentence.sequence.phones) for sentence in sentences]
+        each_sentence = list(range(len(sentences)))  # one front job per sentence
+        by_sentence = self._jobs(phones, each_sentence, front, len(sentences) > 1, spent)
         fronted = [by_sentence[index] for index in each_sentence]
         jobs = _decoder_jobs(fronted, request.voice.decoder_context)
 
@@ -337,16 +364,16 @@ class Engine:
         decoded = self._jobs(frames, job_sentences, decode, lanes_pay(frames), spent)
         return [
             self._chunk(
-                sequence,
+                sentence.sequence,
                 np.concatenate(
                     [decoded[j] for j, owner in enumerate(job_sentences) if owner == index]
                 ),
-                pauses[index],
+                sentence.pause_before,
                 spent[index],
                 starts=True,
                 ends=True,
             )
-            for index, sequence in enumerate(sequences)
+            for index, sentence in enumerate(sentences)
         ]
 
     def _jobs(
@@ -453,14 +480,32 @@ class Engine:
     ) -> Iterator[tuple[PhoneSequence, CharFeatures]]:
         """Each sentence with its BERT features, lazily: the first in a batch of its own, so that
         its audio does not wait for the other sentences' BERT (a whole announcement arrives as
-        one piece: 0.9 s of BERT for eight sentences here), the rest in one batch once the
-        first has been spoken."""
-        first, rest = sequences[0], sequences[1:]
+        one piece: 0.9 s of BERT for eight sentences here), then a batch per pause window
+        (the sentences it adds), each run when its first sentence is asked for: a batch never
+        holds more than a window of text, however long the text."""
+        first = sequences[0]
         (first_features,) = self._run(self._features.char_features, [first.text])
         yield first, first_features
-        if rest:
-            rest_features = self._run(self._features.char_features, [s.text for s in rest])
-            yield from zip(rest, rest_features, strict=True)
+        for window in pause_windows([len(s.text) for s in sequences]):
+            batch = sequences[window.start + 1 : window.stop]
+            features = self._run(self._features.char_features, [s.text for s in batch])
+            yield from zip(batch, features, strict=True)
+
+    def _paused(self, sequences: list[PhoneSequence], request: _Request) -> Iterator[_Paused]:
+        """Each sentence with its BERT features and the pause before it, lazily, a pause window
+        at a time: a window's BERT batch and pause pass run when its first sentence is asked
+        for (the first sentence comes before, with no pause)."""
+        featured = self._first_alone(sequences)
+        last = next(featured)
+        windows = pause_windows([len(s.text) for s in sequences])
+        yield _Paused(*last, 0.0, window_ends=not windows)
+        for window in windows:
+            part = [last, *itertools.islice(featured, len(window) - 1)]
+            pauses = self._window_pauses(part, request)
+            for index in range(1, len(part)):
+                sequence, features = part[index]
+                yield _Paused(sequence, features, pauses[index], window_ends=index == len(part) - 1)
+            last = part[-1]
 
     def _sentence(
         self,
@@ -507,20 +552,16 @@ class Engine:
         finally:
             decoded.close()
 
-    def _pauses(
-        self,
-        sequences: list[PhoneSequence],
-        char_features: list[CharFeatures],
-        request: _Request,
+    def _window_pauses(
+        self, sentences: list[tuple[PhoneSequence, CharFeatures]], request: _Request
     ) -> list[float]:
-        """Pause before each sentence, from one duration-predictor run over the whole text."""
-        if len(sequences) == 1:
-            return [0.0]
+        """Pause before each sentence of a pause window (the first gets 0), from one
+        duration-predictor run over the window's text."""
         if not request.voice.has_duration_predictor:
-            return [0.0] + [MIN_PAUSE_S] * (len(sequences) - 1)
-        texts = [s.text for s in sequences]
+            return [0.0] + [MIN_PAUSE_S] * (len(sentences) - 1)
+        texts = [sequence.text for sequence, _ in sentences]
         whole = self._frontend.analyse("".join(texts))
-        whole_features = self._features.join(char_features)
+        whole_features = self._features.join([features for _, features in sentences])
         if len(whole_features) != whole.word2ph.shape[0]:  # reading differs from the sentences'
             (whole_features,) = self._run(self._features.char_features, [whole.text])
         durations = self._durations(whole, whole_features, request)

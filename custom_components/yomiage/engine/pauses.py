@@ -1,7 +1,9 @@
 """Natural pauses between sentences, from the duration predictor's frames for the punctuation.
 
-The duration predictor runs once over the whole text. The pause after a sentence is the time it
-predicts for the sentence's trailing punctuation (and the blank just before it), converted with
+The duration predictor runs over a window of sentences around each boundary: the whole text when
+it fits ``PAUSE_WINDOW_CHARS``, so that its relative attention (quadratic in phones) never costs
+more than a text of that size. The pause after a sentence is the time it predicts for the
+sentence's trailing punctuation (and the blank just before it), converted with
 frames x hop / sample rate, never below ``MIN_PAUSE_S``.
 """
 
@@ -16,6 +18,24 @@ from .text.symbols import PUNCTUATIONS
 
 MIN_PAUSE_S = 0.08
 BLANK_ID = 0
+# Characters of normalised text in one duration-predictor run: the bench's long text (eight
+# sentences, ~200 characters) fits in one, as almost every message does.
+PAUSE_WINDOW_CHARS = 300
+
+
+def pause_windows(lengths: Sequence[int], budget: int = PAUSE_WINDOW_CHARS) -> list[range]:
+    """Runs of consecutive sentences (by their ``lengths``) for the pause pass: each holds two
+    sentences or more and, past two, fits ``budget``; each next one starts at the last sentence
+    of the one before, so every boundary lies inside exactly one window."""
+    windows: list[range] = []
+    start = 0
+    while start < len(lengths) - 1:
+        stop = start + 2
+        while stop < len(lengths) and sum(lengths[start : stop + 1]) <= budget:
+            stop += 1
+        windows.append(range(start, stop))
+        start = stop - 1
+    return windows
 
 
 def boundary_pauses(

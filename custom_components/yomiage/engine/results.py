@@ -3,6 +3,7 @@ sentence."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,26 +51,37 @@ class Synthesis:
         return sum(report.compute_s for report in self.sentences)
 
     @classmethod
-    def from_chunks(cls, chunks: list[AudioChunk], sample_rate: int) -> Synthesis:
-        audio = np.concatenate([c.pcm for c in chunks]) if chunks else np.zeros(0, np.int16)
-        return cls(audio=audio, sample_rate=sample_rate, sentences=sentence_reports(chunks))
+    def collect(cls, chunks: Iterable[AudioChunk], sample_rate: int) -> Synthesis:
+        """The chunks' audio in one array, each chunk's samples appended to one buffer as it
+        comes: a long text's audio is held once, not once in chunks and again joined."""
+        samples = bytearray()
+        reports: list[SentenceReport] = []
+        for chunk in chunks:
+            samples += chunk.pcm.tobytes()
+            _add_to_reports(reports, chunk)
+        audio = np.frombuffer(samples, dtype=np.int16)
+        return cls(audio=audio, sample_rate=sample_rate, sentences=reports)
 
 
-def sentence_reports(chunks: list[AudioChunk]) -> list[SentenceReport]:
+def sentence_reports(chunks: Iterable[AudioChunk]) -> list[SentenceReport]:
     """One report per sentence, however many pieces it came in."""
     reports: list[SentenceReport] = []
     for chunk in chunks:
-        own_audio_s = chunk.audio_s - chunk.pause_before_s
-        if chunk.starts_sentence or not reports:
-            reports.append(
-                SentenceReport(chunk.text, chunk.pause_before_s, own_audio_s, chunk.compute_s)
-            )
-            continue
-        last = reports[-1]
-        reports[-1] = SentenceReport(
-            last.text,
-            last.pause_before_s,
-            last.audio_s + own_audio_s,
-            last.compute_s + chunk.compute_s,
-        )
+        _add_to_reports(reports, chunk)
     return reports
+
+
+def _add_to_reports(reports: list[SentenceReport], chunk: AudioChunk) -> None:
+    own_audio_s = chunk.audio_s - chunk.pause_before_s
+    if chunk.starts_sentence or not reports:
+        reports.append(
+            SentenceReport(chunk.text, chunk.pause_before_s, own_audio_s, chunk.compute_s)
+        )
+        return
+    last = reports[-1]
+    reports[-1] = SentenceReport(
+        last.text,
+        last.pause_before_s,
+        last.audio_s + own_audio_s,
+        last.compute_s + chunk.compute_s,
+    )

@@ -128,6 +128,10 @@ class SessionFactory:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = self.intra_op_threads
         options.inter_op_num_threads = 1
+        # No memory patterns: one is planned and kept per input shape, and every sentence has
+        # its own; a long text's many shapes grew the peak (full bundle: +100 MB streaming the
+        # long text) for ~4 % speed (docs/PERFORMANCE.md).
+        options.enable_mem_pattern = False
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.log_severity_level = 3  # onnxruntime's warnings about unused initialisers are noise
         # Idle pool threads sleep instead of spinning: the kernels here are long, so waking costs

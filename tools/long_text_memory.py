@@ -20,25 +20,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tools.bench import TEXTS
 from tools.bench_worker import memory
 
 PATHS = ("synthesize", "stream", "server")
-# Everyday prose (eight sentences, 209 characters), repeated to the length asked for.
-PROSE = (
-    "昔々、ある山のふもとに小さな村がありました。"
-    "村には働き者のおじいさんとおばあさんが住んでいました。"
-    "ある日、おじいさんは山へしばかりに出かけました。"
-    "おばあさんは川へ洗濯に行きました。"
-    "すると川上から、大きな桃がどんぶらこと流れてきました。"
-    "おばあさんはその桃を拾って、家に持って帰りました。"
-    "二人で桃を切ろうとすると、中から元気な男の子が生まれました。"
-    "二人はその子を桃太郎と名付けて、大切に育てました。"
-)
 
 
 def long_text(chars: int) -> str:
     """``chars`` characters of prose, cut at a sentence end where one is near."""
-    text = (PROSE * (chars // len(PROSE) + 1))[:chars]
+    prose = TEXTS["long"]  # the benchmark's long text: eight sentences, 209 characters
+    text = (prose * (chars // len(prose) + 1))[:chars]
     end = text.rfind("。")
     return text[: end + 1] if end >= chars * 0.9 else text
 

@@ -1,4 +1,4 @@
-"""The ``yomiage`` command: list voices, speak text into a WAV file, show readings.
+"""The ``yomiage`` command: list voices, speak text into an audio file, show readings.
 
 Exit status 0 on success, 2 with a one-line message on bad input (never a traceback).
 """
@@ -9,15 +9,13 @@ import argparse
 import json
 import sys
 import time
-import wave
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import YomiageError
+from .errors import InvalidOptionError, YomiageError
 from .options import SynthesisOptions
 from .results import AudioChunk, sentence_reports
-from .wav import PCM_SAMPLE_WIDTH
 
 EXIT_BAD_INPUT = 2
 
@@ -47,9 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_arguments(voices)
     voices.set_defaults(handler=_voices)
 
-    say = commands.add_parser("say", help="speak TEXT into a WAV file")
+    say = commands.add_parser("say", help="speak TEXT into a WAV, FLAC or Ogg Vorbis file")
     say.add_argument("text", help="Japanese text ('-' reads standard input)")
-    say.add_argument("-o", "--output", type=Path, required=True, help="WAV file to write")
+    say.add_argument(
+        "-o", "--output", type=Path, required=True, help="file to write (.wav, .flac or .ogg)"
+    )
     say.add_argument("--voice", help="speaker/style (default: the bundle's first)")
     for name, default in _SYNTHESIS_FLAGS.items():
         say.add_argument(f"--{name.replace('_', '-')}", dest=name, type=float, default=default)
@@ -76,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Output file extension -> libsndfile container and sample format (16-bit, as the engine makes).
+AUDIO_FILE_FORMATS: dict[str, tuple[str, str]] = {
+    ".wav": ("WAV", "PCM_16"),
+    ".flac": ("FLAC", "PCM_16"),
+    ".ogg": ("OGG", "VORBIS"),
+}
 _SYNTHESIS_FLAGS: dict[str, float] = {
     name: value
     for name, value in SynthesisOptions().as_dict().items()
@@ -111,10 +117,11 @@ def _say(args: argparse.Namespace) -> int:
     options = SynthesisOptions(
         voice=args.voice, **{name: getattr(args, name) for name in _SYNTHESIS_FLAGS}
     )
+    _file_format(args.output)  # a name it cannot write fails before the model loads
     engine = _engine(args)
     started = time.perf_counter()
     chunks = engine.stream(text, options)
-    first_audio_s, written = _write_wav(args.output, engine.sample_rate, chunks, started)
+    first_audio_s, written = _write_audio(args.output, engine.sample_rate, chunks, started)
     if args.json:
         print(
             json.dumps(
@@ -126,23 +133,37 @@ def _say(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_wav(
+def _write_audio(
     path: Path, sample_rate: int, chunks: Any, started: float
 ) -> tuple[float | None, list[AudioChunk]]:
-    """Write chunks as they come (the file grows piece by piece); returns first-audio time."""
+    """Write chunks as they come (the file grows piece by piece), in the format the file name
+    asks for; returns first-audio time."""
+    import soundfile  # only this command writes files
+
+    container, subtype = _file_format(path)
     first_audio_s: float | None = None
     written: list[AudioChunk] = []
     path.parent.mkdir(parents=True, exist_ok=True)
-    with wave.open(str(path), "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(PCM_SAMPLE_WIDTH)
-        wav.setframerate(sample_rate)
+    with soundfile.SoundFile(
+        path, "w", samplerate=sample_rate, channels=1, format=container, subtype=subtype
+    ) as out:
         for chunk in chunks:
             if first_audio_s is None:
                 first_audio_s = time.perf_counter() - started
-            wav.writeframes(chunk.pcm.astype("<i2").tobytes())
+            out.write(chunk.pcm)
             written.append(chunk)
     return first_audio_s, written
+
+
+def _file_format(path: Path) -> tuple[str, str]:
+    """libsndfile's container and sample format for a file name's extension."""
+    found = AUDIO_FILE_FORMATS.get(path.suffix.lower())
+    if found is None:
+        named = f"'{path.suffix}' files" if path.suffix else "a file without an extension"
+        *others, last = AUDIO_FILE_FORMATS
+        known = f"{', '.join(others)} or {last}"
+        raise InvalidOptionError(f"cannot write {named}: the output file must end in {known}")
+    return found
 
 
 def _summary(

@@ -11,6 +11,7 @@ import wave
 from pathlib import Path
 
 import numpy as np
+import soundfile
 
 from .common import SAMPLE_RATE, THREE_SENTENCES
 
@@ -55,6 +56,21 @@ def test_say_writes_a_wav_with_two_pauses(tiny_bundle: Path, tmp_path: Path) -> 
     # The summary rounds seconds to 3 decimals: allow that rounding, no more.
     needed = [int((p - 0.0005) * SAMPLE_RATE) for p in sorted(pauses)]
     assert all(run >= need for run, need in zip(longest, needed, strict=True))
+
+
+def test_say_writes_the_format_the_file_name_asks_for(tiny_bundle: Path, tmp_path: Path) -> None:
+    """FLAC holds the WAV's samples exactly; Ogg Vorbis (lossy) the same length of audio."""
+    common = ["--bundle", str(tiny_bundle), "--noise", "0", "--noise-w", "0", "--threads", "1"]
+    audio = {}
+    for name in ("out.wav", "out.flac", "out.ogg"):
+        result = _yomiage("say", THREE_SENTENCES, "-o", str(tmp_path / name), *common)
+        assert result.returncode == 0, result.stderr
+        audio[name], rate = soundfile.read(tmp_path / name, dtype="int16")
+        assert rate == SAMPLE_RATE
+    assert soundfile.info(tmp_path / "out.flac").format == "FLAC"
+    assert soundfile.info(tmp_path / "out.ogg").subtype == "VORBIS"
+    assert np.array_equal(audio["out.flac"], audio["out.wav"]) and audio["out.wav"].any()
+    assert abs(len(audio["out.ogg"]) - len(audio["out.wav"])) < SAMPLE_RATE // 100
 
 
 def test_stream_flag_writes_the_same_audio(tiny_bundle: Path, tmp_path: Path) -> None:
@@ -117,6 +133,8 @@ def test_bad_input_exits_2_with_one_line(tiny_bundle: Path, tmp_path: Path) -> N
             "-o",
             str(tmp_path / "x.wav"),
         ),
+        ("say", "はい", "--bundle", str(tiny_bundle), "-o", str(tmp_path / "x.mp4")),
+        ("say", "はい", "--bundle", str(tiny_bundle), "-o", str(tmp_path / "x")),
     ]
     for args in cases:
         result = _yomiage(*args)

@@ -10,7 +10,12 @@ from hypothesis import strategies as st
 
 from custom_components.yomiage.engine.text import normalize as normalize_module
 from custom_components.yomiage.engine.text.frontend import Frontend
-from custom_components.yomiage.engine.text.normalize import has_speakable, normalize
+from custom_components.yomiage.engine.text.normalize import (
+    CLOSING_MARKS,
+    LINE_BREAKS,
+    has_speakable,
+    normalize,
+)
 from custom_components.yomiage.engine.text.split import (
     MAX_SENTENCE_CHARS,
     SentenceAccumulator,
@@ -92,19 +97,39 @@ def test_round_trip(text: str, budget: int) -> None:
         assert all(has_speakable(normalize(piece)) for piece in pieces)
 
 
+def _lost_nothing(text: str, sentences: list[str]) -> None:
+    """The sentences give the text back, but for whitespace at its end (nothing to speak)."""
+    joined = "".join(sentences)
+    assert text.startswith(joined) and not text[len(joined) :].strip(), (text, sentences)
+
+
+def _handed_out_complete(sentence: str) -> bool:
+    """A sentence handed out before the stream ends: an end mark (then perhaps closing marks
+    and spaces) or a line break at its end."""
+    tail = sentence.rstrip(" \t\u3000")
+    if tail[-1:] and tail[-1] in LINE_BREAKS:
+        return True
+    return tail.rstrip(CLOSING_MARKS + " \t\u3000")[-1:] in tuple("。｡！？!?")
+
+
 @pytest.mark.usefixtures("plain")
 @settings(max_examples=200, deadline=None)
 @given(TEXT, st.integers(min_value=4, max_value=MAX_SENTENCE_CHARS))
-def test_accumulator_fed_character_by_character_gives_the_split(text: str, budget: int) -> None:
+def test_accumulator_fed_character_by_character_loses_and_repeats_nothing(
+    text: str, budget: int
+) -> None:
     accumulator = SentenceAccumulator(budget=budget)
     sentences = [sentence for char in text for sentence in accumulator.feed(char)]
-    assert sentences + accumulator.flush() == split_sentences(text, budget=budget)
+    assert all(_handed_out_complete(sentence) for sentence in sentences), sentences
+    _lost_nothing(text, sentences + accumulator.flush())
 
 
 @pytest.mark.usefixtures("plain")
 @settings(max_examples=100, deadline=None)
 @given(TEXT, st.randoms(use_true_random=False))
-def test_accumulator_fed_random_chunks_gives_the_split(text: str, rng: random.Random) -> None:
+def test_accumulator_fed_random_chunks_loses_and_repeats_nothing(
+    text: str, rng: random.Random
+) -> None:
     accumulator = SentenceAccumulator()
     sentences: list[str] = []
     start = 0
@@ -112,17 +137,33 @@ def test_accumulator_fed_random_chunks_gives_the_split(text: str, rng: random.Ra
         end = start + rng.randint(1, 12)
         sentences += accumulator.feed(text[start:end])
         start = end
-    assert sentences + accumulator.flush() == split_sentences(text)
+    assert all(_handed_out_complete(sentence) for sentence in sentences), sentences
+    _lost_nothing(text, sentences + accumulator.flush())
 
 
-def test_accumulator_waits_for_what_follows_a_sentence() -> None:
+@pytest.mark.usefixtures("plain")
+@settings(max_examples=200, deadline=None)
+@given(TEXT)
+def test_a_text_that_arrives_whole_gives_the_split(text: str) -> None:
+    text += "終わり。"  # its last sentence is speakable: nothing waits for what follows
     accumulator = SentenceAccumulator()
-    assert accumulator.feed("こんにちは。") == []  # a 」 could still follow
+    assert accumulator.feed(text) + accumulator.flush() == split_sentences(text)
+
+
+def test_a_sentence_is_handed_out_as_soon_as_it_ends() -> None:
+    """An LLM that pauses after its first sentence must not hold it back; what comes after a
+    sentence already handed out goes with the next one, never with it again."""
+    accumulator = SentenceAccumulator()
+    assert accumulator.feed("おはよう") == []
+    assert accumulator.feed("ございます。") == ["おはようございます。"]
     assert accumulator.feed("」") == []
-    assert accumulator.feed("😀。") == []  # not speakable: it would join this sentence
-    assert accumulator.feed("今日は") == ["こんにちは。」😀。"]
+    assert accumulator.feed("😀") == []
+    assert accumulator.feed("今日は「晴れ。") == [], "a bracket it opened is still open"
+    assert accumulator.feed("」です！") == ["」😀今日は「晴れ。」", "です！"]
+    assert accumulator.feed("\n") == []  # a line break after an end mark: nothing new
+    assert accumulator.feed("明日は雨\n") == ["\n明日は雨\n"]
     assert accumulator.feed("晴れ") == []
-    assert accumulator.flush() == ["今日は晴れ"]
+    assert accumulator.flush() == ["晴れ"]
     assert accumulator.flush() == []
 
 
@@ -132,8 +173,11 @@ def test_accumulator_with_openjtalk_speakability_matches_frontend_split() -> Non
     accumulator = SentenceAccumulator(frontend.is_speakable)
     sentences = [sentence for char in text for sentence in accumulator.feed(char)]
     sentences += accumulator.flush()
-    assert [normalize(sentence) for sentence in sentences] == frontend.split(text)
-    assert sentences[0] == "おはよう。々。"  # 々 alone is unreadable: it joins the sentence before
+    assert "".join(sentences) == text
+    # 々 alone is unreadable: whole, it joins the sentence before; streamed, that one has been
+    # handed out already, so it goes with the next.
+    assert sentences[:2] == ["おはよう。", "々。今日は、晴れです！"]
+    assert [normalize(sentence) for sentence in sentences[2:]] == frontend.split(text)[2:]
 
 
 @pytest.mark.parametrize(

@@ -203,6 +203,26 @@ async def test_streaming_speaks_the_first_sentence_before_the_text_ends(
     assert any(rest[0][pause_bytes:])
 
 
+async def test_a_sentence_is_spoken_while_the_llm_waits_for_its_audio(
+    hass: HomeAssistant, entity_id: str
+) -> None:
+    """An LLM that stops after its first sentence (a tool call) until that is heard: the
+    sentence's end mark is enough, no later text is needed."""
+    pieces = HandFedMessage()
+    response = await _entity(hass, entity_id).async_stream_tts_audio(
+        TTSAudioRequest("ja", dict(QUIET), pieces.generate())
+    )
+    audio = response.data_gen
+    await anext(audio)  # the WAV header
+    await pieces.queue.put("おはようございます。")
+    first = await asyncio.wait_for(anext(audio), timeout=60)
+    assert any(first), "speech while the text has not gone on"
+    await pieces.queue.put("」今日は晴れです。")  # a late mark goes with the next sentence
+    await pieces.queue.put(None)
+    rest = [chunk async for chunk in audio]
+    assert len(rest) == 1 and any(rest[0])
+
+
 async def test_a_failing_message_generator_fails_the_stream(
     hass: HomeAssistant, entity_id: str
 ) -> None:

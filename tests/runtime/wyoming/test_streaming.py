@@ -49,18 +49,35 @@ async def test_each_sentence_is_spoken_before_the_next_text_arrives(
         await client.write_event(_chunk(PIECES[2]))
         second = await read_until(client, "audio-stop")
         await client.write_event(_chunk(PIECES[3]))
-        await _nothing_arrives(client)  # the last sentence might still go on
+        third = await read_until(client, "audio-stop")  # its end mark came: no wait for more
         # The whole text, as clients send it for servers that cannot stream: ignored here.
         await client.write_event(Synthesize(text="".join(PIECES)).event())
         await client.write_event(Event("synthesize-stop"))
         rest = await read_until(client, "synthesize-stopped")
-    for sentence in (first, second, rest[:-1]):
+    assert Reply(rest).types == ["synthesize-stopped"]
+    for sentence in (first, second, third):
         types = Reply(sentence).types
         assert types[0] == "audio-start" and types[-1] == "audio-stop"
         assert set(types[1:-1]) == {"audio-chunk"}
-    audio = Reply(first + second + rest)
+    audio = Reply(first + second + third)
     assert audio.pcm == engine_stream_pcm(engine, SENTENCES, voice)
     assert len(audio.starts) == 3
+
+
+async def test_a_sentence_is_spoken_while_the_client_waits_for_its_audio(
+    server: WyomingTtsServer, engine: Engine
+) -> None:
+    """An LLM that stops after its first sentence (a tool call) until it is heard."""
+    async with connect(server) as client:
+        await client.write_event(_start())
+        await client.write_event(_chunk("おはようございます。"))
+        first = Reply(await read_until(client, "audio-stop"))
+        await client.write_event(_chunk("」今日は晴れです。"))  # a late mark goes with the next
+        second = Reply(await read_until(client, "audio-stop"))
+        await client.write_event(Event("synthesize-stop"))
+        assert Reply(await read_until(client, "synthesize-stopped")).types == ["synthesize-stopped"]
+    assert first.pcm == engine_stream_pcm(engine, ["おはようございます。"])
+    assert len(second.starts) == 1 and second.pcm
 
 
 async def test_a_stream_that_cannot_start_is_still_answered_at_its_end(

@@ -30,9 +30,11 @@ MAX_SENTENCE_CHARS: Final = 80
 _TERMINATORS: Final = "。｡！？!?"
 # Straight quotes are left out of the closing marks: after "!" they as often open the next quote.
 _CLOSERS: Final = CLOSING_MARKS.replace('"', "").replace("'", "")
+_OPENERS: Final = "「『（(【《〈〔［[｛{“‘"
 _BOUNDARY: Final = re.compile(
     rf"[{_TERMINATORS}][{_TERMINATORS}{re.escape(_CLOSERS)}\s]*|\s*[{LINE_BREAKS}]\s*"
 )
+_ENDS_AT_BOUNDARY: Final = re.compile(rf"(?:{_BOUNDARY.pattern})\Z")
 # Clause ends: 、 always; a comma unless a digit follows ("1,000" is one number).
 _CLAUSE_END: Final = re.compile(r"(?:、|[,，](?![0-9０-９]))\s*")
 _WORD_END: Final = re.compile(r"\s+")
@@ -64,9 +66,13 @@ def split_sentences(
 class SentenceAccumulator:
     """Collects streamed text and hands out the sentences that are complete.
 
-    A sentence is complete once the text after it has started: only then is it known that no
-    closing bracket follows its 。 and that what follows is speakable (not an emoji that would
-    join it). Feeding a text in any pieces gives the sentences ``split_sentences`` gives.
+    A sentence is complete once the text after it has started, or as soon as its end mark (or
+    a line break) has arrived and it leaves no bracket open: an LLM that pauses after its
+    first sentence (a tool call, a slow model) must not hold that sentence back. What arrives
+    after a sentence already handed out (a closing bracket, an emoji, another end mark) is
+    spoken with the next sentence, where it changes nothing, never again with this one. Fed
+    in any pieces, the sentences concatenate to the text; a text that arrives in one piece
+    gives the sentences ``split_sentences`` gives.
     """
 
     def __init__(
@@ -80,12 +86,14 @@ class SentenceAccumulator:
     def feed(self, piece: str) -> list[str]:
         """Add ``piece``; return the sentences completed by it (raw text)."""
         self._buffer += piece
-        groups = _groups(_raw_sentences(self._buffer), self._is_speakable)
-        if len(groups) < 2:
-            return []
-        self._buffer = groups[-1]
+        pieces = _raw_sentences(self._buffer)
+        complete = len(pieces) if pieces and _ends_closed(pieces[-1]) else len(pieces) - 1
+        groups = _groups(pieces[:complete], self._is_speakable) if complete > 0 else []
+        if not groups or not self._is_speakable(groups[-1]):
+            return []  # only marks so far: they go with the sentence that follows
+        self._buffer = "".join(pieces[complete:])
         self._known = {}
-        return [part for group in groups[:-1] for part in self._fit(group)]
+        return [part for group in groups for part in self._fit(group)]
 
     def flush(self) -> list[str]:
         """The rest of the text as sentences (the stream has ended)."""
@@ -100,6 +108,20 @@ class SentenceAccumulator:
         if text not in self._known:
             self._known[text] = self._test(text)
         return self._known[text]
+
+
+def _ends_closed(sentence: str) -> bool:
+    """Whether a raw sentence ends at a sentence boundary with every bracket it opened closed
+    (straight quotes, which open and close alike, are not counted)."""
+    if _ENDS_AT_BOUNDARY.search(sentence) is None:
+        return False
+    depth = 0
+    for char in sentence:
+        if char in _OPENERS:
+            depth += 1
+        elif char in _CLOSERS:
+            depth = max(depth - 1, 0)
+    return depth == 0
 
 
 def _raw_sentences(text: str) -> list[str]:

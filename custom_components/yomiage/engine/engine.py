@@ -450,7 +450,8 @@ class Engine:
     ) -> Generator[AudioChunk]:
         """The sentences of one arrived piece, each after the pause the sentence before it
         predicts for itself."""
-        for sequence, features in self._first_alone(sequences):
+        windows = pause_windows([len(s.text) for s in sequences])
+        for sequence, features in self._first_alone(sequences, windows):
             pause_before = spoken.pause_s if spoken.any else 0.0
             yield from self._sentence(sequence, features, pause_before, request, started, playback)
             spoken.pause_s = self._own_trailing_pause(sequence, features, request)
@@ -476,17 +477,18 @@ class Engine:
             chunks.close()  # a listener that stops early ends the sentence being decoded too
 
     def _first_alone(
-        self, sequences: list[PhoneSequence]
+        self, sequences: list[PhoneSequence], windows: list[range]
     ) -> Iterator[tuple[PhoneSequence, CharFeatures]]:
         """Each sentence with its BERT features, lazily: the first in a batch of its own, so that
         its audio does not wait for the other sentences' BERT (a whole announcement arrives as
         one piece: 0.9 s of BERT for eight sentences here), then a batch per pause window
         (the sentences it adds), each run when its first sentence is asked for: a batch never
-        holds more than a window of text, however long the text."""
+        holds more than a window of text, however long the text. ``windows``: the sequences'
+        ``pause_windows``."""
         first = sequences[0]
         (first_features,) = self._run(self._features.char_features, [first.text])
         yield first, first_features
-        for window in pause_windows([len(s.text) for s in sequences]):
+        for window in windows:
             batch = sequences[window.start + 1 : window.stop]
             features = self._run(self._features.char_features, [s.text for s in batch])
             yield from zip(batch, features, strict=True)
@@ -495,9 +497,9 @@ class Engine:
         """Each sentence with its BERT features and the pause before it, lazily, a pause window
         at a time: a window's BERT batch and pause pass run when its first sentence is asked
         for (the first sentence comes before, with no pause)."""
-        featured = self._first_alone(sequences)
-        last = next(featured)
         windows = pause_windows([len(s.text) for s in sequences])
+        featured = self._first_alone(sequences, windows)
+        last = next(featured)
         yield _Paused(*last, 0.0, window_ends=not windows)
         for window in windows:
             part = [last, *itertools.islice(featured, len(window) - 1)]

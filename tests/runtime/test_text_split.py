@@ -104,8 +104,9 @@ def _lost_nothing(text: str, sentences: list[str]) -> None:
 
 
 def _handed_out_complete(sentence: str) -> bool:
-    """A sentence handed out before the stream ends: an end mark (then perhaps closing marks
-    and spaces) or a line break at its end."""
+    """What one feed hands out before the stream ends (a sentence, or the parts an over-long
+    one is cut into): an end mark (then perhaps closing marks and spaces) or a line break at
+    its end."""
     tail = sentence.rstrip(" \t\u3000")
     if tail[-1:] and tail[-1] in LINE_BREAKS:
         return True
@@ -119,8 +120,9 @@ def test_accumulator_fed_character_by_character_loses_and_repeats_nothing(
     text: str, budget: int
 ) -> None:
     accumulator = SentenceAccumulator(budget=budget)
-    sentences = [sentence for char in text for sentence in accumulator.feed(char)]
-    assert all(_handed_out_complete(sentence) for sentence in sentences), sentences
+    handed_out = [accumulator.feed(char) for char in text]
+    assert all(_handed_out_complete("".join(out)) for out in handed_out if out), handed_out
+    sentences = [sentence for out in handed_out for sentence in out]
     _lost_nothing(text, sentences + accumulator.flush())
 
 
@@ -131,13 +133,14 @@ def test_accumulator_fed_random_chunks_loses_and_repeats_nothing(
     text: str, rng: random.Random
 ) -> None:
     accumulator = SentenceAccumulator()
-    sentences: list[str] = []
+    handed_out: list[list[str]] = []
     start = 0
     while start < len(text):
         end = start + rng.randint(1, 12)
-        sentences += accumulator.feed(text[start:end])
+        handed_out.append(accumulator.feed(text[start:end]))
         start = end
-    assert all(_handed_out_complete(sentence) for sentence in sentences), sentences
+    assert all(_handed_out_complete("".join(out)) for out in handed_out if out), handed_out
+    sentences = [sentence for out in handed_out for sentence in out]
     _lost_nothing(text, sentences + accumulator.flush())
 
 
@@ -148,6 +151,26 @@ def test_a_text_that_arrives_whole_gives_the_split(text: str) -> None:
     text += "終わり。"  # its last sentence is speakable: nothing waits for what follows
     accumulator = SentenceAccumulator()
     assert accumulator.feed(text) + accumulator.flush() == split_sentences(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "sentences"),
+    [
+        ("詳しくは https://example.com/a?b=1 を見てください。", None),
+        (
+            "www.example.com/#!/faq を読んで。次です。",
+            ["www.example.com/#!/faq を読んで。", "次です。"],
+        ),
+        ("本当に https://example.com? はい。", ["本当に https://example.com? ", "はい。"]),
+    ],
+)
+def test_a_web_address_never_splits_a_sentence(text: str, sentences: list[str] | None) -> None:
+    """Its ? and ! belong to it, whole or streamed; one that ends the address ends a sentence."""
+    expected = sentences or [text]
+    assert split_sentences(text) == expected
+    accumulator = SentenceAccumulator()
+    streamed = [sentence for char in text for sentence in accumulator.feed(char)]
+    assert streamed + accumulator.flush() == expected
 
 
 def test_a_sentence_is_handed_out_as_soon_as_it_ends() -> None:

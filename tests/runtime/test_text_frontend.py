@@ -44,6 +44,11 @@ def test_reading_is_katakana_per_sentence(frontend: Frontend) -> None:
     assert frontend.reading("コーヒー、ください") == ["コーヒー、クダサイ"]
 
 
+def test_a_web_address_is_read_as_one_word_in_its_sentence(frontend: Frontend) -> None:
+    text = "詳しくは https://example.com/a?b=1 を見てください。"
+    assert frontend.reading(text) == ["クワシクワユーアールエルヲミテクダサイ。"]
+
+
 @pytest.mark.parametrize(
     ("text", "reading"),
     [

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Final
 
 from .normalize import CLOSING_MARKS, LINE_BREAKS, has_speakable, normalize
+from .readings.links import URL
 
 # Budget for one sentence, in characters of normalised text (= BERT tokens, the unit the engine
 # batches). 80 characters are ~100-130 morae, 13-17 s of speech at a natural ~7.5 morae/s: more
@@ -35,6 +36,7 @@ _BOUNDARY: Final = re.compile(
     rf"[{_TERMINATORS}][{_TERMINATORS}{re.escape(_CLOSERS)}\s]*|\s*[{LINE_BREAKS}]\s*"
 )
 _ENDS_AT_BOUNDARY: Final = re.compile(rf"(?:{_BOUNDARY.pattern})\Z")
+_LINK_MARK_AT_END: Final = re.compile(rf"(?:{URL.pattern})[?!]\Z", URL.flags)
 # Clause ends: 、 always; a comma unless a digit follows ("1,000" is one number).
 _CLAUSE_END: Final = re.compile(r"(?:、|[,，](?![0-9０-９]))\s*")
 _WORD_END: Final = re.compile(r"\s+")
@@ -112,8 +114,9 @@ class SentenceAccumulator:
 
 def _ends_closed(sentence: str) -> bool:
     """Whether a raw sentence ends at a sentence boundary with every bracket it opened closed
-    (straight quotes, which open and close alike, are not counted)."""
-    if _ENDS_AT_BOUNDARY.search(sentence) is None:
+    (straight quotes, which open and close alike, are not counted), and not with a ? or ! right
+    after a web address, which may be the address going on (…/a?b=1)."""
+    if _ENDS_AT_BOUNDARY.search(sentence) is None or _LINK_MARK_AT_END.search(sentence):
         return False
     depth = 0
     for char in sentence:
@@ -125,13 +128,20 @@ def _ends_closed(sentence: str) -> bool:
 
 
 def _raw_sentences(text: str) -> list[str]:
-    return _cut_after(_BOUNDARY, text)
+    """``text`` cut after each sentence boundary outside a web address (whose ? and ! belong to
+    it: the address is read as one word, links.py)."""
+    return _cut_after(_BOUNDARY, text, [match.span() for match in URL.finditer(text)])
 
 
-def _cut_after(boundary: re.Pattern[str], text: str) -> list[str]:
-    """``text`` cut after every match of ``boundary`` (the pieces concatenate to ``text``)."""
+def _cut_after(
+    boundary: re.Pattern[str], text: str, keep: list[tuple[int, int]] | None = None
+) -> list[str]:
+    """``text`` cut after every match of ``boundary`` that starts outside the spans ``keep``
+    (the pieces concatenate to ``text``)."""
     pieces, start = [], 0
     for match in boundary.finditer(text):
+        if keep and any(low <= match.start() < high for low, high in keep):
+            continue
         if match.end() > start:
             pieces.append(text[start : match.end()])
             start = match.end()

@@ -117,11 +117,13 @@ def _say(args: argparse.Namespace) -> int:
     options = SynthesisOptions(
         voice=args.voice, **{name: getattr(args, name) for name in _SYNTHESIS_FLAGS}
     )
-    _file_format(args.output)  # a name it cannot write fails before the model loads
+    file_format = _file_format(args.output)  # a name it cannot write fails before the model loads
     engine = _engine(args)
     started = time.perf_counter()
     chunks = engine.stream(text, options)
-    first_audio_s, written = _write_audio(args.output, engine.sample_rate, chunks, started)
+    first_audio_s, written = _write_audio(
+        args.output, file_format, engine.sample_rate, chunks, started
+    )
     if args.json:
         print(
             json.dumps(
@@ -134,13 +136,13 @@ def _say(args: argparse.Namespace) -> int:
 
 
 def _write_audio(
-    path: Path, sample_rate: int, chunks: Any, started: float
+    path: Path, file_format: tuple[str, str], sample_rate: int, chunks: Any, started: float
 ) -> tuple[float | None, list[AudioChunk]]:
-    """Write chunks as they come (the file grows piece by piece), in the format the file name
-    asks for; returns first-audio time."""
+    """Write chunks as they come (the file grows piece by piece) in ``file_format`` (libsndfile's
+    container and sample format); returns first-audio time."""
     import soundfile  # only this command writes files
 
-    container, subtype = _file_format(path)
+    container, subtype = file_format
     first_audio_s: float | None = None
     written: list[AudioChunk] = []
     path.parent.mkdir(parents=True, exist_ok=True)

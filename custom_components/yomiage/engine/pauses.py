@@ -31,7 +31,9 @@ def pause_windows(lengths: Sequence[int], budget: int = PAUSE_WINDOW_CHARS) -> l
     start = 0
     while start < len(lengths) - 1:
         stop = start + 2
-        while stop < len(lengths) and sum(lengths[start : stop + 1]) <= budget:
+        size = sum(lengths[start:stop])
+        while stop < len(lengths) and size + lengths[stop] <= budget:
+            size += lengths[stop]
             stop += 1
         windows.append(range(start, stop))
         start = stop - 1

@@ -84,21 +84,19 @@ async def read_event(reader: asyncio.StreamReader) -> Event | None:
 async def _read_line(reader: asyncio.StreamReader) -> bytes:
     """The next line (what is left at the end of the stream). A line longer than the reader's
     limit is skipped to its end, however long, and refused once: one error per bad event."""
-    try:
-        return await reader.readuntil(b"\n")
-    except asyncio.IncompleteReadError as err:
-        return err.partial
-    except asyncio.LimitOverrunError:
-        pass
-    while True:  # readuntil leaves what it read in the buffer: drop it, up to the line's end
+    too_long = False
+    while True:
         try:
-            await reader.readuntil(b"\n")
-            break
-        except asyncio.LimitOverrunError as err:
+            line = await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as err:
+            line = err.partial
+        except asyncio.LimitOverrunError as err:  # what it read stays buffered: drop it
             await reader.readexactly(err.consumed)
-        except asyncio.IncompleteReadError:
-            break
-    raise MalformedEventError("event header line is too long")
+            too_long = True
+            continue
+        if too_long:
+            raise MalformedEventError("event header line is too long")
+        return line
 
 
 def _event(header: dict[str, Any], extra: bytes, payload: bytes) -> Event:

@@ -10,8 +10,11 @@ from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .engine.options import SynthesisOptions
 from .engine.wav import PCM_SAMPLE_WIDTH
+
+# The synthesis options a request sets (``SynthesisOptions`` names, checked values); the others
+# are the backend's defaults: the engine's here, the server's settings on a server.
+RequestOptions = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -55,8 +58,9 @@ class SpeechBackend(Protocol):
     """Speaks Japanese; errors are the engine's ``YomiageError``s (translated by the entity)."""
 
     @property
-    def option_names(self) -> list[str]:
-        """The tts options it honours (``voice`` at least)."""
+    def defaults_known(self) -> bool:
+        """Whether options a request leaves unset take the engine's defaults (not a server's
+        own settings): the entity then states them all in its default options."""
 
     @property
     def state_options(self) -> Mapping[str, str]:
@@ -75,11 +79,11 @@ class SpeechBackend(Protocol):
     def sample_rate(self) -> int | None:
         """Rate of the audio it produces; None while not known yet (a server tells with audio)."""
 
-    async def async_synthesize(self, text: str, options: SynthesisOptions) -> SpeechPiece:
+    async def async_synthesize(self, text: str, options: RequestOptions) -> SpeechPiece:
         """The whole message."""
 
     def stream(
-        self, text: AsyncIterable[str], options: SynthesisOptions
+        self, text: AsyncIterable[str], options: RequestOptions
     ) -> AsyncGenerator[SpeechPiece]:
         """One piece per sentence, each as soon as its text has arrived and it is spoken.
 

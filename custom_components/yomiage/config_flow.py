@@ -20,6 +20,7 @@ from homeassistant.config_entries import (
 from homeassistant.core import callback
 from homeassistant.data_entry_flow import AbortFlow
 from homeassistant.helpers.selector import (
+    BooleanSelector,
     NumberSelector,
     NumberSelectorConfig,
     NumberSelectorMode,
@@ -36,6 +37,7 @@ from .bundle_check import BundleCheckError, BundleSummary, probe_bundle, resolve
 from .const import (
     CONF_DEVICE,
     CONF_HOST,
+    CONF_NORMALIZE,
     CONF_PATH,
     CONF_PORT,
     CONF_REPO_ID,
@@ -83,7 +85,7 @@ from .user_words import UserWordsError, parse_user_words
 _LOGGER = logging.getLogger(__name__)
 
 # Slider steps for the numeric options (limits come from the engine).
-_STEPS = {"speed": 0.05, "style_weight": 0.1}
+_STEPS = {"speed": 0.05, "style_weight": 0.1, "volume": 0.5, "lead_silence": 10}
 _DEFAULT_STEP = 0.05
 _PROGRESS_STEP = 0.01  # report download progress in 1 % steps, not per network read
 
@@ -475,7 +477,8 @@ class YomiageOptionsFlow(OptionsFlow):
         )
 
     async def async_step_server(self, user_input: dict[str, Any] | None = None) -> ConfigFlowResult:
-        """A server entry: only the default voice (the server decides the rest)."""
+        """A server entry: the default voice and synthesis options its requests carry (the
+        engine, threads and words are the server's)."""
         if user_input is not None:
             return self.async_create_entry(data=user_input)
         try:
@@ -484,8 +487,8 @@ class YomiageOptionsFlow(OptionsFlow):
             return self.async_abort(
                 reason=err.translation_key, description_placeholders={"message": str(err)}
             )
-        current = self.config_entry.options.get(CONF_VOICE) or voice_choices(voices)[0][0]
-        schema = vol.Schema({vol.Required(CONF_VOICE, default=current): _voice_selector(voices)})
+        current = synthesis_defaults(self.config_entry.options, voice_choices(voices)[0][0])
+        schema = vol.Schema(_synthesis_fields(voices, current))
         address = f"{self.config_entry.data[CONF_HOST]}:{self.config_entry.data[CONF_PORT]}"
         return self.async_show_form(
             step_id="server", data_schema=schema, description_placeholders={"address": address}
@@ -504,11 +507,7 @@ class YomiageOptionsFlow(OptionsFlow):
         first_voice = voice_choices(voices)[0][0]
         current = synthesis_defaults(self.config_entry.options, first_voice)
         device, threads = runtime_settings(self.config_entry.options)
-        fields: dict[vol.Marker, Any] = {
-            vol.Required(CONF_VOICE, default=current[CONF_VOICE]): _voice_selector(voices)
-        }
-        for name in SYNTHESIS_NUMBERS:
-            fields[vol.Required(name, default=current[name])] = _number_selector(name)
+        fields = _synthesis_fields(voices, current)
         # A suggested value, not a default: a default would come back when the user empties it.
         words = self.config_entry.options.get(CONF_USER_DICTIONARY, "")
         fields[vol.Optional(CONF_USER_DICTIONARY, description={"suggested_value": words})] = (
@@ -527,6 +526,19 @@ def _bundle_voices(path: str) -> dict[str, list[str]]:
     """Speaker -> styles from the bundle's configs (cheap: no graph is loaded)."""
     bundle = Bundle.open(path)
     return {name: list(files.config.styles) for name, files in bundle.speakers.items()}
+
+
+def _synthesis_fields(
+    voices: dict[str, list[str]], current: dict[str, Any]
+) -> dict[vol.Marker, Any]:
+    """Default voice, numbers and loudness normalisation, at their ``current`` values."""
+    fields: dict[vol.Marker, Any] = {
+        vol.Required(CONF_VOICE, default=current[CONF_VOICE]): _voice_selector(voices)
+    }
+    for name in SYNTHESIS_NUMBERS:
+        fields[vol.Required(name, default=current[name])] = _number_selector(name)
+    fields[vol.Required(CONF_NORMALIZE, default=current[CONF_NORMALIZE])] = BooleanSelector()
+    return fields
 
 
 def _voice_selector(voices: dict[str, list[str]]) -> SelectSelector:

@@ -32,6 +32,9 @@ CONF_SDP_RATIO: Final = "sdp_ratio"
 CONF_NOISE: Final = "noise"
 CONF_NOISE_W: Final = "noise_w"
 CONF_PAUSE_SCALE: Final = "pause_scale"
+CONF_VOLUME: Final = "volume"
+CONF_LEAD_SILENCE: Final = "lead_silence"
+CONF_NORMALIZE: Final = "normalize"
 CONF_THREADS: Final = "threads"
 CONF_DEVICE: Final = "device"
 CONF_USER_DICTIONARY: Final = "user_dictionary"  # text, one `surface,reading,accent` a line
@@ -45,8 +48,11 @@ SYNTHESIS_NUMBERS: Final = (
     CONF_NOISE,
     CONF_NOISE_W,
     CONF_PAUSE_SCALE,
+    CONF_VOLUME,
+    CONF_LEAD_SILENCE,
 )
-SUPPORTED_OPTIONS: Final = [CONF_VOICE, *SYNTHESIS_NUMBERS]
+# Every synthesis option, on every entry (a server entry carries them to the server).
+SUPPORTED_OPTIONS: Final = [CONF_VOICE, *SYNTHESIS_NUMBERS, CONF_NORMALIZE]
 # The tts option that carries the active user dictionary's fingerprint: it is in the entity's
 # default options so that Home Assistant's cache key changes when the words do. It chooses
 # nothing: the dictionary is set in the entry's options.

@@ -8,6 +8,7 @@ from typing import Any
 
 from .const import (
     CONF_DEVICE,
+    CONF_NORMALIZE,
     CONF_THREADS,
     CONF_VOICE,
     DEFAULT_DEVICE,
@@ -33,11 +34,18 @@ def voice_choices(voices: Mapping[str, list[str]]) -> list[tuple[str, str]]:
     ]
 
 
-def synthesis_defaults(options: Mapping[str, Any], default_voice: str) -> dict[str, Any]:
-    """Voice and numeric synthesis options (the tts entity's ``default_options``)."""
+def synthesis_defaults(
+    options: Mapping[str, Any], default_voice: str, complete: bool = True
+) -> dict[str, Any]:
+    """The voice and the synthesis options stored in the entry (the tts entity's
+    ``default_options``); ``complete``: with the engine's defaults for the others (not for a
+    server entry, where the server's settings decide them)."""
     values: dict[str, Any] = {CONF_VOICE: options.get(CONF_VOICE) or default_voice}
     for name in SYNTHESIS_NUMBERS:
-        values[name] = float(options.get(name, _SYNTHESIS_DEFAULTS[name]))
+        if name in options or complete:
+            values[name] = float(options.get(name, _SYNTHESIS_DEFAULTS[name]))
+    if CONF_NORMALIZE in options or complete:
+        values[CONF_NORMALIZE] = bool(options.get(CONF_NORMALIZE, True))
     return values
 
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from homeassistant.core import HomeAssistant
 
-from .backend import SpeechPiece
-from .const import DOMAIN, OPTION_DICTIONARY, SUPPORTED_OPTIONS
+from .backend import RequestOptions, SpeechPiece
+from .const import DOMAIN, OPTION_DICTIONARY
 from .engine.options import SynthesisOptions
 from .engine.text.split import SentenceAccumulator
 from .shared_dictionary import SharedDictionary
@@ -28,9 +28,7 @@ class LocalBackend:
         self._hass = hass
         self._dictionary = dictionary
 
-    @property
-    def option_names(self) -> list[str]:
-        return list(SUPPORTED_OPTIONS)
+    defaults_known = True
 
     @property
     def state_options(self) -> Mapping[str, str]:
@@ -49,14 +47,16 @@ class LocalBackend:
     def sample_rate(self) -> int:
         return self.engine.sample_rate
 
-    async def async_synthesize(self, text: str, options: SynthesisOptions) -> SpeechPiece:
-        return await self._hass.async_add_executor_job(self._synthesize, text, options)
+    async def async_synthesize(self, text: str, options: RequestOptions) -> SpeechPiece:
+        synthesis_options = SynthesisOptions().with_values(options)
+        return await self._hass.async_add_executor_job(self._synthesize, text, synthesis_options)
 
     def stream(
-        self, text: AsyncIterable[str], options: SynthesisOptions
+        self, text: AsyncIterable[str], options: RequestOptions
     ) -> AsyncGenerator[SpeechPiece]:
         feed = SentenceFeed()
-        chunks = self.engine.stream_sentences(feed, options)  # checks voice and options now
+        # checks voice and options now
+        chunks = self.engine.stream_sentences(feed, SynthesisOptions().with_values(options))
         return self._speak(text, feed, chunks)
 
     async def async_close(self) -> None:

@@ -4,15 +4,17 @@ Home Assistant OS cannot install onnxruntime, but the Yomiage add-on (or ``yomia
 another machine) can; this client speaks the Wyoming protocol to it with the ``wyoming`` library:
 
 - ``describe`` → ``info``: the server's voices (``speaker/style``, Japanese).
-- ``synthesize`` {text, voice} → ``audio-start``, ``audio-chunk``…, ``audio-stop``.
-- ``synthesize-start`` {voice}, ``synthesize-chunk`` {text}…, ``synthesize-stop`` → per sentence
-  ``audio-start`` … ``audio-stop``, then ``synthesize-stopped``.
+- ``synthesize`` {text, voice, yomiage_options} → ``audio-start``, ``audio-chunk``…,
+  ``audio-stop``.
+- ``synthesize-start`` {voice, yomiage_options}, ``synthesize-chunk`` {text}…,
+  ``synthesize-stop`` → per sentence ``audio-start`` … ``audio-stop``, then
+  ``synthesize-stopped``.
 - ``error`` {text, code}: the code is the engine's error key when the engine refused the request.
 
 One connection per request, as Home Assistant's own Wyoming client does: a request never waits
 behind another's unread audio, and a server restart costs nothing but the request it cut.
-Wyoming requests carry only text and voice, so the server's own settings decide speed and the
-other synthesis options.
+The synthesis options a request sets travel in ``yomiage_options`` (engine/wyoming_protocol.py);
+the server's own settings decide the others.
 """
 
 from __future__ import annotations
@@ -30,21 +32,23 @@ from wyoming.event import Event
 from wyoming.info import Describe
 from wyoming.tts import Synthesize, SynthesizeVoice
 
-from .backend import SpeechPiece
+from .backend import RequestOptions, SpeechPiece
 from .const import CONF_VOICE
 from .engine.errors import UnknownVoiceError, YomiageError
-from .engine.options import SynthesisOptions
 from .engine.text.split import split_sentences
+from .engine.wyoming_protocol import (
+    LANGUAGE,
+    PROGRAM,
+    SYNTHESIZE_CHUNK,
+    SYNTHESIZE_START,
+    SYNTHESIZE_STOP,
+    SYNTHESIZE_STOPPED,
+    YOMIAGE_OPTIONS,
+)
 
 CONNECT_TIMEOUT_S: Final = 10.0
 # Between two events of an answer: one long sentence on a slow machine, or text still arriving.
 EVENT_TIMEOUT_S: Final = 120.0
-SYNTHESIZE_START: Final = "synthesize-start"  # streaming text input (not in wyoming 1.5)
-SYNTHESIZE_CHUNK: Final = "synthesize-chunk"
-SYNTHESIZE_STOP: Final = "synthesize-stop"
-SYNTHESIZE_STOPPED: Final = "synthesize-stopped"
-PROGRAM: Final = "yomiage"  # the tts program name a Yomiage server describes itself with
-LANGUAGE: Final = "ja"
 # Error codes of the server that are the engine's own error keys: translated like local errors.
 ENGINE_ERROR_CODES: Final = frozenset(
     {
@@ -95,8 +99,8 @@ class WyomingBackend:
     voices: dict[str, list[str]]
     version: str | None = None
     sample_rate: int | None = None  # learnt from the first audio
-    option_names: list[str] = field(default_factory=lambda: [CONF_VOICE])
     state_options: Mapping[str, str] = field(default_factory=dict)
+    defaults_known = False  # the server's settings decide what a request leaves unset
 
     @classmethod
     async def async_connect(cls, host: str, port: int) -> WyomingBackend:
@@ -112,12 +116,12 @@ class WyomingBackend:
         speaker, styles = next(iter(self.voices.items()))
         return f"{speaker}/{styles[0]}"
 
-    async def async_synthesize(self, text: str, options: SynthesisOptions) -> SpeechPiece:
+    async def async_synthesize(self, text: str, options: RequestOptions) -> SpeechPiece:
         voice = self._checked_voice(options)
         started = time.monotonic()
         async with _connection(self.host, self.port) as client:
-            request = Synthesize(text=text, voice=SynthesizeVoice(name=voice))
-            await _write(client, request.event())
+            request = Synthesize(text=text, voice=SynthesizeVoice(name=voice)).event()
+            await _write(client, _with_options(request, options))
             rate, pcm = await self._audio(client)
         return SpeechPiece(
             pcm=pcm,
@@ -128,9 +132,10 @@ class WyomingBackend:
         )
 
     def stream(
-        self, text: AsyncIterable[str], options: SynthesisOptions
+        self, text: AsyncIterable[str], options: RequestOptions
     ) -> AsyncGenerator[SpeechPiece]:
-        return self._stream(text, self._checked_voice(options))
+        start = Event(type=SYNTHESIZE_START, data={"voice": {"name": self._checked_voice(options)}})
+        return self._stream(text, _with_options(start, options))
 
     async def async_close(self) -> None:
         """Nothing to release: every request has its own connection."""
@@ -145,9 +150,9 @@ class WyomingBackend:
         }
 
     # -- internals -------------------------------------------------------------------------------
-    def _checked_voice(self, options: SynthesisOptions) -> str:
+    def _checked_voice(self, options: RequestOptions) -> str:
         """``speaker/style`` to ask for; unknown voices fail here, before any connection."""
-        voice = options.voice or self.default_voice
+        voice = options.get(CONF_VOICE) or self.default_voice
         speaker, _, style = voice.partition("/")
         styles = self.voices.get(speaker)
         if styles is None:
@@ -156,9 +161,8 @@ class WyomingBackend:
             raise UnknownVoiceError(f"speaker {speaker!r} has no style {style!r} on the server")
         return f"{speaker}/{style or styles[0]}"
 
-    async def _stream(self, text: AsyncIterable[str], voice: str) -> AsyncGenerator[SpeechPiece]:
+    async def _stream(self, text: AsyncIterable[str], start: Event) -> AsyncGenerator[SpeechPiece]:
         async with _connection(self.host, self.port) as client:
-            start = Event(type=SYNTHESIZE_START, data={"voice": {"name": voice}})
             await _write(client, start)
             sender = asyncio.create_task(_send_text(client, text))
             try:
@@ -196,6 +200,14 @@ class WyomingBackend:
         while (event := await _next_of(client, "audio-chunk", "audio-stop")).type != "audio-stop":
             pcm += event.payload or b""
         return rate, bytes(pcm)
+
+
+def _with_options(request: Event, options: RequestOptions) -> Event:
+    """The request carrying the synthesis options it sets (not the voice: that has its field)."""
+    chosen = {name: value for name, value in options.items() if name != CONF_VOICE}
+    if chosen:
+        request.data[YOMIAGE_OPTIONS] = chosen
+    return request
 
 
 async def _send_text(client: AsyncTcpClient, text: AsyncIterable[str]) -> None:

@@ -16,8 +16,8 @@ from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from . import YomiageConfigEntry
 from .backend import SpeechPiece, Timing
-from .const import CONF_VOICE, DEFAULT_LANGUAGE, DOMAIN, LANGUAGES, SYNTHESIS_NUMBERS
-from .engine.errors import InvalidOptionError, YomiageError
+from .const import CONF_VOICE, DEFAULT_LANGUAGE, DOMAIN, LANGUAGES, SUPPORTED_OPTIONS
+from .engine.errors import YomiageError
 from .engine.options import SynthesisOptions
 from .engine.wav import wav_file, wav_stream_header
 from .entry_options import synthesis_defaults, voice_choices
@@ -63,12 +63,12 @@ class YomiageTTSEntity(TextToSpeechEntity):
             model="Style-Bert-VITS2 JP-Extra",
             entry_type=DeviceEntryType.SERVICE,
         )
-        self._attr_supported_options = [*backend.option_names, *backend.state_options]
-        defaults = synthesis_defaults(entry.options, backend.default_voice)
+        self._attr_supported_options = [*SUPPORTED_OPTIONS, *backend.state_options]
+        defaults = synthesis_defaults(
+            entry.options, backend.default_voice, complete=backend.defaults_known
+        )
         defaults[CONF_VOICE] = self._offered_voice(defaults[CONF_VOICE], entry.title)
-        self._synthesis_defaults = {
-            name: value for name, value in defaults.items() if name in backend.option_names
-        }
+        self._synthesis_defaults = defaults
 
     @property
     def default_options(self) -> Mapping[str, Any]:
@@ -124,26 +124,17 @@ class YomiageTTSEntity(TextToSpeechEntity):
             await pieces.aclose()
         self._data.timings.append(Timing.of(spoken, streamed=True))
 
-    def _synthesis_options(self, options: Mapping[str, Any]) -> SynthesisOptions:
-        """Engine options from the request over the entity's defaults; numbers may come as text.
+    def _synthesis_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The synthesis options this request sets: the request's over the entity's defaults,
+        checked here (numbers may come as text) so that a bad one fails before any audio.
         The backend's state options (the user dictionary's fingerprint) only key Home
         Assistant's cache: a request that carries an older one (an Assist pipeline prepared
         before the words changed) is spoken with the words in force, like every other."""
-        merged = {**self.default_options, **options}
+        merged = {**self._synthesis_defaults, **options}
+        chosen = {name: merged[name] for name in SUPPORTED_OPTIONS if name in merged}
         with _translated_errors():
-            numbers = {
-                name: _number(name, merged[name]) for name in SYNTHESIS_NUMBERS if name in merged
-            }
-            return SynthesisOptions(voice=str(merged[CONF_VOICE]), **numbers).validated()
-
-
-def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool):
-        raise InvalidOptionError(f"{name} must be a number, not {value!r}")
-    try:
-        return float(value)
-    except (TypeError, ValueError) as err:
-        raise InvalidOptionError(f"{name} must be a number, not {value!r}") from err
+            checked = SynthesisOptions().with_values(chosen).as_dict()
+        return {name: checked[name] for name in chosen}
 
 
 @contextmanager

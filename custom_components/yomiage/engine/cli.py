@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InvalidOptionError, YomiageError
-from .options import SynthesisOptions
 from .results import AudioChunk, sentence_reports
+from .synthesis_flags import add_synthesis_flags, synthesis_options
 
 EXIT_BAD_INPUT = 2
 
@@ -51,8 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", type=Path, required=True, help="file to write (.wav, .flac or .ogg)"
     )
     say.add_argument("--voice", help="speaker/style (default: the bundle's first)")
-    for name, default in _SYNTHESIS_FLAGS.items():
-        say.add_argument(f"--{name.replace('_', '-')}", dest=name, type=float, default=default)
+    add_synthesis_flags(say, "the speech")
     say.add_argument(
         "--stream", action="store_true", help="write each sentence as soon as it is ready"
     )
@@ -82,11 +81,6 @@ AUDIO_FILE_FORMATS: dict[str, tuple[str, str]] = {
     ".flac": ("FLAC", "PCM_16"),
     ".ogg": ("OGG", "VORBIS"),
 }
-_SYNTHESIS_FLAGS: dict[str, float] = {
-    name: value
-    for name, value in SynthesisOptions().as_dict().items()
-    if name != "voice" and isinstance(value, float)
-}
 
 
 def _add_engine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,9 +108,7 @@ def _voices(args: argparse.Namespace) -> int:
 
 def _say(args: argparse.Namespace) -> int:
     text = sys.stdin.read() if args.text == "-" else args.text
-    options = SynthesisOptions(
-        voice=args.voice, **{name: getattr(args, name) for name in _SYNTHESIS_FLAGS}
-    )
+    options = synthesis_options(args, args.voice)
     file_format = _file_format(args.output)  # a name it cannot write fails before the model loads
     engine = _engine(args)
     started = time.perf_counter()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from .errors import InvalidOptionError
@@ -16,12 +17,15 @@ OPTION_LIMITS: dict[str, tuple[float, float]] = {
     "noise": (0.0, 2.0),
     "noise_w": (0.0, 2.0),
     "pause_scale": (0.0, 5.0),
+    "volume": (-20.0, 10.0),  # dB over the loudness target (over the raw output, not normalised)
+    "lead_silence": (0.0, 1000.0),  # ms of silence before the first sentence
 }
 
 
 @dataclass(frozen=True)
 class SynthesisOptions:
-    """``speed`` > 1 speaks faster (SBV2's length_scale is its inverse)."""
+    """``speed`` > 1 speaks faster (SBV2's length_scale is its inverse). ``normalize`` brings
+    each sentence to the loudness target (loudness.py); off, the model's raw output."""
 
     voice: str | None = None  # "speaker/style", "speaker" (its first style) or None (default voice)
     speed: float = 1.0
@@ -30,6 +34,9 @@ class SynthesisOptions:
     noise: float = 0.6
     noise_w: float = 0.8
     pause_scale: float = 1.0
+    volume: float = 0.0
+    lead_silence: float = 0.0
+    normalize: bool = True
 
     def validated(self) -> SynthesisOptions:
         for name, (low, high) in OPTION_LIMITS.items():
@@ -40,6 +47,8 @@ class SynthesisOptions:
                 raise InvalidOptionError(
                     f"{name} must be between {low:g} and {high:g}, not {value!r}"
                 )
+        if not isinstance(self.normalize, bool):
+            raise InvalidOptionError(f"normalize must be true or false, not {self.normalize!r}")
         if self.voice is not None and not isinstance(self.voice, str):
             raise InvalidOptionError(f"voice must be text like 'speaker/style', not {self.voice!r}")
         return self
@@ -47,5 +56,29 @@ class SynthesisOptions:
     def with_changes(self, **changes: Any) -> SynthesisOptions:
         return replace(self, **changes)
 
+    def with_values(self, values: Mapping[str, Any]) -> SynthesisOptions:
+        """These options with ``values`` (as a request brings them: numbers may be text) over
+        them, validated; an unknown name is an error."""
+        changes: dict[str, Any] = {}
+        for name, value in values.items():
+            if name not in OPTION_NAMES:
+                raise InvalidOptionError(
+                    f"unknown option {name!r}; options: {', '.join(OPTION_NAMES)}"
+                )
+            changes[name] = _number(name, value) if name in OPTION_LIMITS else value
+        return replace(self, **changes).validated()
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+OPTION_NAMES: tuple[str, ...] = tuple(field.name for field in fields(SynthesisOptions))
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise InvalidOptionError(f"{name} must be a number, not {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError) as err:
+        raise InvalidOptionError(f"{name} must be a number, not {value!r}") from err

@@ -8,6 +8,11 @@ first line it cannot parse; ours consumes a bad event whole and reports it, so t
 wyoming 1.5.4 (the version Home Assistant 2025.4 pins) has no classes for streaming text input, so
 their type names are defined here; they are plain events on the wire (``synthesize-start``,
 ``synthesize-chunk`` with ``text``, ``synthesize-stop``, answered by ``synthesize-stopped``).
+
+``synthesize`` and ``synthesize-start`` may carry ``yomiage_options``: a JSON object of synthesis
+options by their ``SynthesisOptions`` names (speed, style_weight, sdp_ratio, noise, noise_w,
+pause_scale, volume, lead_silence, normalize) over the server's settings for that request. Other
+clients send none and get the server's settings.
 """
 
 from __future__ import annotations
@@ -17,8 +22,6 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
 from wyoming.event import Event
@@ -26,11 +29,13 @@ from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 
 from .wav import PCM_SAMPLE_WIDTH
 
+PROGRAM = "yomiage"  # the tts program a Yomiage server describes itself as
 SYNTHESIZE = "synthesize"
 SYNTHESIZE_START = "synthesize-start"
 SYNTHESIZE_CHUNK = "synthesize-chunk"
 SYNTHESIZE_STOP = "synthesize-stop"
 SYNTHESIZE_STOPPED = "synthesize-stopped"
+YOMIAGE_OPTIONS = "yomiage_options"
 
 LANGUAGE = "ja"
 PCM_CHANNELS = 1
@@ -144,6 +149,20 @@ def request_text(event: Event) -> str:
     return text
 
 
+def requested_options(event: Event) -> Mapping[str, Any]:
+    """The event's ``yomiage_options`` (none: an empty mapping); the voice is not one of them."""
+    options = event.data.get(YOMIAGE_OPTIONS) or {}
+    if not isinstance(options, dict):
+        raise RequestError(
+            f"{event.type}: {YOMIAGE_OPTIONS!r} must be a JSON object", "invalid_option"
+        )
+    if "voice" in options:
+        raise RequestError(
+            f"{event.type}: the voice goes in 'voice', not in {YOMIAGE_OPTIONS!r}", "invalid_option"
+        )
+    return options
+
+
 def requested_voice(event: Event) -> str | None:
     """``speaker/style`` from the event's ``voice`` (None: the server's default voice).
 
@@ -176,7 +195,7 @@ def _is_japanese(language: str) -> bool:
 def info_event(voices: Mapping[str, list[str]], version: str | None) -> Event:
     """``info``: every speaker/style as a voice, and streaming text input advertised."""
     program = TtsProgram(
-        name="yomiage",
+        name=PROGRAM,
         description="Yomiage: Japanese text to speech (Style-Bert-VITS2 JP-Extra)",
         attribution=_ATTRIBUTION,
         installed=True,
@@ -207,9 +226,8 @@ def audio_start(sample_rate: int) -> Event:
     return start
 
 
-def audio_chunks(pcm: NDArray[np.int16], sample_rate: int) -> Iterator[Event]:
-    """``audio-chunk`` events of at most SAMPLES_PER_CHUNK little-endian 16-bit samples."""
-    raw = pcm.astype("<i2").tobytes()
+def audio_chunks(raw: bytes, sample_rate: int) -> Iterator[Event]:
+    """``audio-chunk`` events of at most SAMPLES_PER_CHUNK of the little-endian 16-bit samples."""
     step = SAMPLES_PER_CHUNK * PCM_SAMPLE_WIDTH
     for offset in range(0, len(raw), step):
         chunk = AudioChunk(

@@ -43,6 +43,7 @@ from wyoming.ping import Pong
 from .errors import InvalidOptionError, UnknownVoiceError, YomiageError
 from .options import SynthesisOptions
 from .results import AudioChunk
+from .synthesis_flags import add_synthesis_flags, synthesis_options
 from .wyoming_protocol import (
     SYNTHESIZE,
     SYNTHESIZE_CHUNK,
@@ -57,6 +58,7 @@ from .wyoming_protocol import (
     info_event,
     read_event,
     request_text,
+    requested_options,
     requested_voice,
     synthesize_stopped,
 )
@@ -90,7 +92,7 @@ class WyomingTtsServer:
         error_grace_s: float = ERROR_GRACE_S,
     ) -> None:
         """``voice``: for requests that name none (None: the bundle's first); ``options``: the
-        synthesis settings every request uses (Wyoming requests carry only text and voice)."""
+        synthesis settings of every request, under what a request's ``yomiage_options`` set."""
         defaults = options or SynthesisOptions()
         if voice is not None:
             defaults = defaults.with_changes(voice=voice)
@@ -104,8 +106,11 @@ class WyomingTtsServer:
         self._socket_path: Path | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
-    def options_for(self, voice: str | None) -> SynthesisOptions:
-        return self._defaults if voice is None else self._defaults.with_changes(voice=voice)
+    def options_for(self, event: Event) -> SynthesisOptions:
+        """The request's voice and ``yomiage_options`` over the server's settings."""
+        voice = requested_voice(event)
+        options = self._defaults if voice is None else self._defaults.with_changes(voice=voice)
+        return options.with_values(requested_options(event))
 
     async def start(self, uri: str) -> None:
         """Bind and start accepting clients (port 0 picks a free port: see ``address``)."""
@@ -282,7 +287,7 @@ class _Connection:
         if self._stream is not None:
             return  # the whole text, sent inside a stream for servers that cannot stream
         text = request_text(event)
-        options = self._server.options_for(requested_voice(event))
+        options = self._server.options_for(event)
         chunks = await self._blocking(self._engine.stream, text, options)  # validates first
         await self._write(audio_start(self._engine.sample_rate))
         try:
@@ -302,7 +307,7 @@ class _Connection:
                 "a stream is already open: send synthesize-stop first", "stream_already_open"
             )
         self._stream = stream = _OpenStream()
-        options = self._server.options_for(requested_voice(event))
+        options = self._server.options_for(event)
         stream.text = await self._blocking(TextStream, self._engine, options)
         stream.pump = asyncio.create_task(self._pump(stream.text))
 
@@ -348,7 +353,7 @@ class _Connection:
 
     # -- writing -----------------------------------------------------------------------------
     async def _write_audio(self, chunk: AudioChunk) -> None:
-        for event in audio_chunks(chunk.pcm, chunk.sample_rate):
+        for event in audio_chunks(chunk.pcm.astype("<i2").tobytes(), chunk.sample_rate):
             await self._write(event)
 
     async def _send_failure(self, err: Exception) -> None:
@@ -393,11 +398,6 @@ class _Connection:
 
 
 # -- command line ------------------------------------------------------------------------------
-_SYNTHESIS_FLAGS: dict[str, float] = {
-    name: value
-    for name, value in SynthesisOptions().as_dict().items()
-    if name != "voice" and isinstance(value, float)
-}
 
 
 def add_serve_command(
@@ -426,14 +426,7 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default="default",
         help="speaker/style for requests that name no voice ('default': the bundle's first)",
     )
-    for name, default in _SYNTHESIS_FLAGS.items():
-        parser.add_argument(
-            f"--{name.replace('_', '-')}",
-            dest=name,
-            type=float,
-            default=default,
-            help=f"for every request (default {default:g})",
-        )
+    add_synthesis_flags(parser, "requests that do not set it")
     parser.add_argument("--debug", action="store_true", help="log every request")
 
 
@@ -450,8 +443,7 @@ def serve_command(args: argparse.Namespace) -> int:
     try:
         engine.load_all()  # the first request should not pay for session creation
         voice = None if args.voice == "default" else args.voice
-        options = SynthesisOptions(**{name: getattr(args, name) for name in _SYNTHESIS_FLAGS})
-        server = WyomingTtsServer(engine, voice=voice, options=options)
+        server = WyomingTtsServer(engine, voice=voice, options=synthesis_options(args, None))
         asyncio.run(_serve_until_signalled(server, args.uri))
     finally:
         engine.close()

@@ -182,6 +182,9 @@ async def test_options_flow_changes_defaults_and_reloads(
         "noise": 0.3,
         "noise_w": 0.4,
         "pause_scale": 0.5,
+        "volume": -3.0,
+        "lead_silence": 200.0,
+        "normalize": False,
         CONF_THREADS: 1.0,  # the number selector gives floats
         CONF_DEVICE: "cpu",
     }

@@ -111,7 +111,15 @@ def test_hyphens_that_are_not_ranges(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "marked"),
-    [("10〜20分", "10から20分"), ("-5〜-3℃", "-5から-3℃"), ("7:00 - 9:00", "7:00から9:00")],
+    [
+        ("10〜20分", "10分から20分"),  # the counter is said on both sides
+        ("2-3人で", "2人から3人で"),  # only the counter, not what follows it
+        ("-5〜-3°C", "-5°Cから-3°C"),  # ℃ as NFKC leaves it
+        ("1,000円〜2,000円", "1,000円から2,000円"),
+        ("7:00 - 9:00", "7:00から9:00"),
+        ("11/29〜12/1", "11/29から12/1"),
+        ("10 - 20", "10から20"),
+    ],
 )
 def test_ranges(text: str, marked: str) -> None:
     assert ranges.mark_ranges(text) == marked

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
+from ..ebur128 import measure_file
 from .common import SAMPLE_RATE, THREE_SENTENCES
 
 
@@ -71,6 +72,41 @@ def test_say_writes_the_format_the_file_name_asks_for(tiny_bundle: Path, tmp_pat
     assert soundfile.info(tmp_path / "out.ogg").subtype == "VORBIS"
     assert np.array_equal(audio["out.flac"], audio["out.wav"]) and audio["out.wav"].any()
     assert abs(len(audio["out.ogg"]) - len(audio["out.wav"])) < SAMPLE_RATE // 100
+
+
+def test_say_levels_the_loudness_as_ffmpeg_measures_it(tiny_bundle: Path, tmp_path: Path) -> None:
+    """-16 ± 1.5 LUFS and a true peak at most -1 dBTP by default; ``--volume -6`` 6 ± 1 dB
+    less; ``--no-normalize`` the model's own level; ``--lead-silence`` silence first."""
+    common = ["--bundle", str(tiny_bundle), "--noise", "0", "--noise-w", "0", "--threads", "1"]
+    runs = {
+        "default.wav": [],
+        "quieter.flac": ["--volume", "-6"],
+        "raw.wav": ["--no-normalize"],
+        "led.wav": ["--lead-silence", "250"],
+    }
+    for name, flags in runs.items():
+        result = _yomiage("say", THREE_SENTENCES, "-o", str(tmp_path / name), *common, *flags)
+        assert result.returncode == 0, result.stderr
+    default = measure_file(tmp_path / "default.wav")
+    assert abs(default.integrated_lufs + 16) <= 1.5 and default.true_peak_dbtp <= -1.0
+    quieter = measure_file(tmp_path / "quieter.flac")
+    assert abs(default.integrated_lufs - quieter.integrated_lufs - 6) <= 1.0
+    assert measure_file(tmp_path / "raw.wav").true_peak_dbtp > -1.0
+    led, _ = soundfile.read(tmp_path / "led.wav", dtype="int16")
+    assert not led[: SAMPLE_RATE // 4].any() and led[SAMPLE_RATE // 4 :].any()
+
+
+def test_bad_loudness_flags_exit_2_with_one_line(tiny_bundle: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.wav"
+    for flags, words in (
+        (["--volume", "20"], "volume"),
+        (["--lead-silence", "-5"], "lead_silence"),
+    ):
+        result = _yomiage(
+            "say", "こんにちは。", "-o", str(out), "--bundle", str(tiny_bundle), *flags
+        )
+        assert result.returncode == 2 and words in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
 
 
 def test_stream_flag_writes_the_same_audio(tiny_bundle: Path, tmp_path: Path) -> None:

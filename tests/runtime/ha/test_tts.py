@@ -11,12 +11,14 @@ import wave
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import numpy as np
 import pytest
 from homeassistant.components import media_source, tts
 from homeassistant.components.tts import TTSAudioRequest
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.setup import async_setup_component
+from numpy.typing import NDArray
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 from pytest_homeassistant_custom_component.typing import (
     ClientSessionGenerator,
@@ -25,6 +27,8 @@ from pytest_homeassistant_custom_component.typing import (
 
 from custom_components.yomiage.tts import YomiageTTSEntity
 
+from ..ebur128 import measure
+from ..wav import read_wav
 from .common import HandFedMessage, engine_of
 
 SAMPLE_RATE = 44100
@@ -74,6 +78,9 @@ async def test_languages_and_options(hass: HomeAssistant, entity_id: str) -> Non
         "noise",
         "noise_w",
         "pause_scale",
+        "volume",
+        "lead_silence",
+        "normalize",
     }
 
 
@@ -260,9 +267,36 @@ async def test_cache_key_follows_the_options(
     assert len(fast[1]) < len(slow[1]) * 0.75, "and the new speed is used"
 
 
+async def test_loudness_and_lead_silence_per_request(hass: HomeAssistant, entity_id: str) -> None:
+    """What a listener hears from ``tts.speak`` options: -16 LUFS under -1 dBTP by default,
+    ``volume`` dB under it, ``lead_silence`` ms of silence first, ``normalize`` off the raw
+    level; Home Assistant keys its cache on them."""
+    message = "おはようございます。今日の東京は晴れ、最高気温は二十五度の予想です。"
+
+    async def heard(**options: Any) -> NDArray[np.int16]:
+        wanted = {tts.ATTR_PREFERRED_FORMAT: "wav", **QUIET, **options}
+        extension, data = await _audio(hass, entity_id, message, wanted)
+        assert extension == "wav"
+        return np.frombuffer(read_wav(data).pcm, dtype="<i2")
+
+    default = await heard()
+    quieter = await heard(volume=-6)
+    led = await heard(lead_silence=400)
+    raw = await heard(normalize=False)
+    level = measure(default, SAMPLE_RATE)
+    assert abs(level.integrated_lufs + 16) <= 1.5 and level.true_peak_dbtp <= -1.0
+    assert abs(level.integrated_lufs - measure(quieter, SAMPLE_RATE).integrated_lufs - 6) <= 1
+    lead = round(0.4 * SAMPLE_RATE)
+    assert not led[:lead].any() and np.abs(led[lead:].astype(np.int32) - default).max() <= 1
+    assert measure(raw, SAMPLE_RATE).true_peak_dbtp > -1.0  # the tiny voice's own peaks
+
+
 @pytest.mark.parametrize(
     ("message", "options", "key"),
     [
+        ("こんにちは。", {"volume": 30}, "invalid_option"),
+        ("こんにちは。", {"lead_silence": 5000}, "invalid_option"),
+        ("こんにちは。", {"normalize": "loud"}, "invalid_option"),
         ("", {}, "invalid_text"),
         ("。。。", {}, "invalid_text"),
         ("こんにちは。", {"voice": "nobody/Neutral"}, "unknown_voice"),

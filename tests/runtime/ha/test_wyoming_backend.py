@@ -25,14 +25,14 @@ from typing import Any
 
 import pytest
 from homeassistant import config_entries
-from homeassistant.components import tts
+from homeassistant.components import media_source, tts
 from homeassistant.components.tts import TTSAudioRequest
 from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.setup import async_setup_component
-from pytest_homeassistant_custom_component.common import MockConfigEntry
+from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 from pytest_homeassistant_custom_component.components.diagnostics import (
     get_diagnostics_for_config_entry,
 )
@@ -45,12 +45,14 @@ from wyoming.tts import Synthesize, SynthesizeVoice
 
 from custom_components.yomiage.const import (
     CONF_HOST,
+    CONF_NORMALIZE,
     CONF_PORT,
     CONF_SOURCE,
     CONF_VOICE,
     DOMAIN,
     SOURCE_OFFICIAL,
     SOURCE_WYOMING,
+    SYNTHESIS_NUMBERS,
 )
 from custom_components.yomiage.local_engine import NATIVE_REQUIREMENTS
 from custom_components.yomiage.tts import YomiageTTSEntity
@@ -124,10 +126,16 @@ async def _server_pcm(port: int, text: str, voice: str) -> bytes:
         return await _pcm_until(client, "audio-stop")
 
 
-async def _server_stream_pcm(port: int, pieces: list[str], voice: str) -> bytes:
-    """The audio the server sends a plain client for a synthesize-start … stop stream."""
+async def _server_stream_pcm(
+    port: int, pieces: list[str], voice: str, options: dict[str, Any] | None = None
+) -> bytes:
+    """The audio the server sends a plain client for a synthesize-start … stop stream, with
+    ``options`` as the documented ``yomiage_options``."""
+    start: dict[str, Any] = {"voice": {"name": voice}}
+    if options:
+        start["yomiage_options"] = options
     async with AsyncTcpClient(HOST, port) as client:
-        await client.write_event(Event("synthesize-start", {"voice": {"name": voice}}))
+        await client.write_event(Event("synthesize-start", start))
         for piece in pieces:
             await client.write_event(Event("synthesize-chunk", {"text": piece}))
         await client.write_event(Event("synthesize-stop"))
@@ -227,8 +235,8 @@ async def test_without_the_engine_the_flow_offers_a_server_that_speaks(
     entity = _entity(hass)
     voices = [voice.voice_id for voice in entity.async_get_supported_voices("ja") or []]
     assert voices == [f"tiny-{s}/{t}" for s in "ab" for t in ("Neutral", "Happy", "Sad")]
-    assert entity.supported_options == [CONF_VOICE], "a Wyoming request carries only the voice"
-    assert entity.default_options == {CONF_VOICE: voices[0]}
+    assert entity.supported_options == [CONF_VOICE, *SYNTHESIS_NUMBERS, CONF_NORMALIZE]
+    assert entity.default_options == {CONF_VOICE: voices[0]}, "the server's settings decide"
 
     # Home Assistant 2025.4 asks an entity that can stream for a stream of the one message.
     voice = voices[-1]
@@ -324,12 +332,68 @@ async def test_refused_requests_raise_translated_errors(
     assert extension == "wav" and any(_pcm_of(data)), "the next request is served"
 
 
-async def test_home_assistant_refuses_options_the_server_cannot_take(
+async def test_every_option_reaches_the_server(
     hass: HomeAssistant, installs: Installs, server_port: int
 ) -> None:
+    """A request's synthesis options travel to the server (``yomiage_options``): the audio is
+    what a client asking with them gets, not the server's settings."""
     await _add_server(hass, server_port)
-    with pytest.raises(HomeAssistantError, match="Invalid options"):
-        await _audio(hass, _entity(hass).entity_id, "こんにちは。", {"speed": 2.0})
+    entity = _entity(hass)
+    voice = entity.default_options[CONF_VOICE]
+    options = {"speed": 1.2, "volume": -6.0, "lead_silence": 300.0, "pause_scale": 2.0}
+    _, data = await _audio(hass, entity.entity_id, THREE_SENTENCES, options)
+    expected = await _server_stream_pcm(server_port, [THREE_SENTENCES], voice, options)
+    settings = await _server_stream_pcm(server_port, [THREE_SENTENCES], voice)
+    assert _pcm_of(data) == expected != settings
+    assert not any(expected[: round(0.3 * SAMPLE_RATE) * 2])  # the lead silence
+    _, raw = await _audio(hass, entity.entity_id, "こんにちは。", {"normalize": False})
+    assert _pcm_of(raw) == await _server_stream_pcm(
+        server_port, ["こんにちは。"], voice, {"normalize": False}
+    )
+
+
+async def test_the_readme_speak_example_works_on_a_server_entry(
+    hass: HomeAssistant, installs: Installs, server_port: int
+) -> None:
+    """``tts.speak`` with ``options: {speed: 1.2}`` (README) plays on a server entry too."""
+    await _add_server(hass, server_port)
+    assert await async_setup_component(hass, "media_source", {})
+    calls = async_mock_service(hass, "media_player", "play_media")
+    await hass.services.async_call(
+        tts.DOMAIN,
+        "speak",
+        {
+            "entity_id": _entity(hass).entity_id,
+            "media_player_entity_id": "media_player.kitchen",
+            "message": "おはようございます。",
+            "options": {"speed": 1.2},
+        },
+        blocking=True,
+    )
+    (call,) = calls
+    media = await media_source.async_resolve_media(hass, call.data["media_content_id"], None)
+    _, data = await asyncio.wait_for(
+        tts.async_get_media_source_audio(hass, call.data["media_content_id"]), 60
+    )
+    assert media.url and data
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [({"volume": 99}, "volume must be between"), ({"normalize": "loud"}, "normalize must be")],
+)
+async def test_a_bad_option_fails_as_on_a_local_entry(
+    hass: HomeAssistant,
+    installs: Installs,
+    server_port: int,
+    options: dict[str, Any],
+    problem: str,
+) -> None:
+    await _add_server(hass, server_port)
+    with pytest.raises(HomeAssistantError) as caught:
+        await _entity(hass).async_get_tts_audio("こんにちは。", "ja", options)
+    assert caught.value.translation_key == "invalid_option"
+    assert problem in caught.value.translation_placeholders["message"]
 
 
 async def test_a_server_that_is_gone(
@@ -447,24 +511,31 @@ async def test_a_server_that_hangs_up_mid_answer(hass: HomeAssistant, installs: 
     )
 
 
-async def test_options_choose_the_default_voice_only(
+async def test_options_choose_the_voice_and_synthesis_options_requests_carry(
     hass: HomeAssistant, installs: Installs, server_port: int
 ) -> None:
     entry = await _add_server(hass, server_port)
+    entity = _entity(hass)
+    assert entity.default_options == {CONF_VOICE: entity.default_options[CONF_VOICE]}, (
+        "nothing stored yet: the server's settings decide"
+    )
     result = await hass.config_entries.options.async_init(entry.entry_id)
     assert (result["type"], result["step_id"]) == (FlowResultType.FORM, "server")
-    assert list(result["data_schema"].schema) == [CONF_VOICE]
+    assert list(result["data_schema"].schema) == [CONF_VOICE, *SYNTHESIS_NUMBERS, CONF_NORMALIZE]
     assert result["description_placeholders"] == {"address": f"{HOST}:{server_port}"}
     result = await hass.config_entries.options.async_configure(
-        result["flow_id"], {CONF_VOICE: "tiny-b/Happy"}
+        result["flow_id"],
+        {CONF_VOICE: "tiny-b/Happy", "speed": 1.3, "volume": -3.0, "noise": 0.0, "noise_w": 0.0},
     )
     assert result["type"] is FlowResultType.CREATE_ENTRY
     await hass.async_block_till_done()
     assert entry.state is ConfigEntryState.LOADED
     entity = _entity(hass)
-    assert entity.default_options == {CONF_VOICE: "tiny-b/Happy"}
+    assert entity.default_options[CONF_VOICE] == "tiny-b/Happy"
+    assert (entity.default_options["speed"], entity.default_options["volume"]) == (1.3, -3.0)
     _, data = await _audio(hass, entity.entity_id, "こんにちは。", {})
-    expected = await _server_stream_pcm(server_port, ["こんにちは。"], "tiny-b/Happy")
+    stored = {name: entity.default_options[name] for name in (*SYNTHESIS_NUMBERS, CONF_NORMALIZE)}
+    expected = await _server_stream_pcm(server_port, ["こんにちは。"], "tiny-b/Happy", stored)
     assert _pcm_of(data) == expected
 
 

@@ -54,6 +54,15 @@ BAD_REQUESTS = [
         "unsupported_language",
         "'en'",
     ),
+    (_synthesize(text="こんにちは。", yomiage_options=[1]), "invalid_option", "JSON object"),
+    (_synthesize(text="こんにちは。", yomiage_options={"speed": 9}), "invalid_option", "speed"),
+    (_synthesize(text="こんにちは。", yomiage_options={"speed": "x"}), "invalid_option", "number"),
+    (_synthesize(text="こんにちは。", yomiage_options={"loud": 1}), "invalid_option", "'loud'"),
+    (
+        _synthesize(text="こんにちは。", yomiage_options={"voice": "tiny-a/Neutral"}),
+        "invalid_option",
+        "'voice'",
+    ),
     (_line({"type": "transcribe"}), "unsupported_event", "'transcribe'"),
     (_line({"type": "synthesize-chunk", "data": {"text": "a"}}), "no_stream", "synthesize-start"),
 ]

@@ -53,6 +53,8 @@ class AddonOptions:
     local_folder: str
     speakers: tuple[str, ...]
     threads: int | None
+    volume: float  # dB over the loudness target, for requests that do not set it
+    normalize: bool
     debug_logging: bool
 
     @classmethod
@@ -75,6 +77,13 @@ class AddonOptions:
         threads = raw.get("threads")
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise AddonError(f"threads must be a whole number of at least 1, not {threads!r}")
+        volume = raw.get("volume", 0)
+        if (
+            isinstance(volume, bool)
+            or not isinstance(volume, int | float)
+            or not -20 <= volume <= 10
+        ):
+            raise AddonError(f"volume must be a number of dB from -20 to 10, not {volume!r}")
         speakers = raw.get("speakers") or []
         if not isinstance(speakers, list) or not all(isinstance(s, str) for s in speakers):
             raise AddonError(f"speakers must be a list of speaker names, not {speakers!r}")
@@ -84,6 +93,8 @@ class AddonOptions:
             local_folder=str(raw.get("local_folder") or "").strip(),
             speakers=tuple(s.strip() for s in speakers if s.strip()),
             threads=threads,
+            volume=float(volume),
+            normalize=bool(raw.get("normalize", True)),
             debug_logging=bool(raw.get("debug_logging", False)),
         )
 
@@ -132,6 +143,9 @@ def serve_command(plan: VoicesPlan, options: AddonOptions, port: int) -> list[st
     command += ["--uri", f"tcp://0.0.0.0:{port}", "--bundle", str(plan.bundle)]
     if options.threads is not None:
         command += ["--threads", str(options.threads)]
+    command += ["--volume", f"{options.volume:g}"]
+    if not options.normalize:
+        command.append("--no-normalize")
     if options.debug_logging:
         command.append("--debug")
     return command

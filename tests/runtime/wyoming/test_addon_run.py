@@ -108,6 +108,8 @@ def test_commands_are_the_ones_the_cli_understands(run: ModuleType, tmp_path: Pa
         hub_repo="me/my-voices",
         speakers=["a", "b"],
         threads=3,
+        volume=-4.5,
+        normalize=False,
         debug_logging=True,
     )
     plan = run.plan_voices(options, tmp_path)
@@ -134,6 +136,11 @@ def test_commands_are_the_ones_the_cli_understands(run: ModuleType, tmp_path: Pa
         3,
         True,
     )
+    assert (served.volume, served.normalize) == (-4.5, False)
+    default = parser.parse_args(["serve", *run.serve_command(plan, _options(run), 10200)[3:]])
+    assert (default.volume, default.normalize) == (0.0, True)
+    with pytest.raises(run.AddonError, match="volume"):
+        _options(run, volume=12)
 
 
 def test_voices_already_downloaded_are_used_when_the_hub_is_out_of_reach(

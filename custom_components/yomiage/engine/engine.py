@@ -37,7 +37,7 @@ from .bundle import Bundle
 from .device_path import CharFeatures, DevicePath, FeaturePath, HostPath
 from .errors import InvalidTextError, UnknownVoiceError, YomiageError
 from .lanes import LANES, lanes_pay, longest_first, run_lanes
-from .loudness import Leveller, SentenceLevel
+from .loudness import Leveller
 from .options import SynthesisOptions
 from .pauses import MIN_PAUSE_S, boundary_pauses, pause_windows, trailing_pause
 from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_spans, decode_window
@@ -60,15 +60,15 @@ _Result = TypeVar("_Result")  # what a model run gives
 
 @dataclass(frozen=True)
 class _Request:
-    """A validated request: the voice to use and everything the graphs need."""
+    """A validated request: the voice to use, everything the graphs need, and the loudness of
+    what it has spoken so far (one message)."""
 
     voice: Voice
     style_vector: NDArray[np.float32]
     inputs: ModelInputs
     pause_scale: float
     lead_s: float  # silence before the first sentence
-    volume_db: float
-    normalize: bool
+    loudness: Leveller
 
 
 class _Playback:
@@ -293,12 +293,13 @@ class Engine:
             ),
             pause_scale=options.pause_scale,
             lead_s=options.lead_silence / 1000,
-            volume_db=options.volume,
-            normalize=options.normalize,
+            loudness=Leveller(
+                self.sample_rate,
+                options.volume,
+                options.normalize,
+                basis=FIRST_PIECE_FRAMES * voice.files.config.hop_length,  # a first piece's
+            ),
         )
-
-    def _leveller(self, request: _Request) -> Leveller:
-        return Leveller(self.sample_rate, request.volume_db, request.normalize)
 
     def _voice(self, name: str | None) -> tuple[Voice, str]:
         speaker, _, style = (name or self.default_voice).partition("/")
@@ -313,14 +314,13 @@ class Engine:
         self, sequences: list[PhoneSequence], request: _Request, playback: _Playback | None
     ) -> Generator[AudioChunk]:
         started = time.perf_counter()
-        leveller = self._leveller(request)
         for sentence in self._paused(sequences, request):
             yield from self._sentence(
                 sentence.sequence,
                 sentence.features,
                 sentence.pause_before,
                 request,
-                (started, leveller.sentence()),
+                started,
                 playback,
             )
             started = time.perf_counter()
@@ -334,22 +334,16 @@ class Engine:
         own, and the lanes give way between jobs to a request that waits: requests take
         turns."""
         started = time.perf_counter()
-        leveller = self._leveller(request)
         group: list[_Paused] = []
         for sentence in self._paused(sequences, request):
             group.append(sentence)
             if sentence.window_ends:
-                spent = time.perf_counter() - started
-                yield from self._on_lanes(group, request, leveller, spent)
+                yield from self._on_lanes(group, request, time.perf_counter() - started)
                 group = []
                 started = time.perf_counter()
 
     def _on_lanes(
-        self,
-        sentences: list[_Paused],
-        request: _Request,
-        leveller: Leveller,
-        spent_before: float,
+        self, sentences: list[_Paused], request: _Request, spent_before: float
     ) -> list[AudioChunk]:
         """Every sentence's front (two at once), then the decoder's jobs (sentences, or spans
         of long ones), the lanes taking them from one queue. ``spent_before``: the time of the
@@ -382,7 +376,7 @@ class Engine:
         return [
             self._chunk(
                 sentence.sequence,
-                leveller.sentence().apply(
+                request.loudness.sentence().apply(
                     np.concatenate(
                         [decoded[j] for j, owner in enumerate(job_sentences) if owner == index]
                     ),
@@ -448,14 +442,13 @@ class Engine:
     def _stream_arriving(self, texts: Iterable[str], request: _Request) -> Iterator[AudioChunk]:
         spoken = _Spoken()
         playback = _Playback()
-        leveller = self._leveller(request)
         for piece in texts:
             if not piece.strip() or not self._frontend.is_speakable(piece):
                 continue
             started = time.perf_counter()
             sequences = self._analyse(self._checked_text(piece))
             yield from self._first_in_one_turn(
-                self._arrived(sequences, request, (playback, leveller), spoken, started),
+                self._arrived(sequences, request, playback, spoken, started),
                 first_audio=not spoken.any,
             )
         if not spoken.any:
@@ -465,18 +458,16 @@ class Engine:
         self,
         sequences: list[PhoneSequence],
         request: _Request,
-        listener: tuple[_Playback, Leveller],
+        playback: _Playback,
         spoken: _Spoken,
         started: float,
     ) -> Generator[AudioChunk]:
         """The sentences of one arrived piece, each after the pause the sentence before it
         predicts for itself (the first of all after the lead silence)."""
-        playback, leveller = listener
         windows = pause_windows([len(s.text) for s in sequences])
         for sequence, features in self._first_alone(sequences, windows):
             pause_before = spoken.pause_s if spoken.any else request.lead_s
-            timed = (started, leveller.sentence())
-            yield from self._sentence(sequence, features, pause_before, request, timed, playback)
+            yield from self._sentence(sequence, features, pause_before, request, started, playback)
             spoken.pause_s = self._own_trailing_pause(sequence, features, request)
             spoken.any = True
             started = time.perf_counter()
@@ -538,15 +529,14 @@ class Engine:
         char_features: CharFeatures,
         pause_before: float,
         request: _Request,
-        timed: tuple[float, SentenceLevel],
+        started: float,
         playback: _Playback | None,
     ) -> Iterator[AudioChunk]:
         """The sentence's audio piece by piece, each decoded under the model lock (another
-        request may take its turn between pieces) and levelled (``timed``: when its work
-        started, and its loudness). With a ``playback`` clock (streaming), its
-        first piece comes early, sized so that the player is not left waiting mid-sentence,
-        and its decoder runs give way to a listener waiting for its first audio where its
-        player has the audio in hand for that (turns.py)."""
+        request may take its turn between pieces) and levelled (loudness.py). With a
+        ``playback`` clock (streaming), its first piece comes early, sized so that the player
+        is not left waiting mid-sentence, and its decoder runs give way to a listener waiting
+        for its first audio where its player has the audio in hand for that (turns.py)."""
         decoded = self._features.synthesize_pieces(
             request.voice,
             sequence,
@@ -559,7 +549,7 @@ class Engine:
             if playback is None
             else _StreamRuns(self._model_lock, playback, self._check_open),
         )
-        started, level = timed
+        level = request.loudness.sentence()
         try:
             starts = True
             while (piece := self._run(next, decoded, None)) is not None:

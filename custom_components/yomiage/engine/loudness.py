@@ -3,7 +3,7 @@
 Loudness is ITU-R BS.1770 (what EBU R128 and ffmpeg's ``ebur128`` measure): K-weighted power
 in 400 ms blocks, gated at -70 LUFS and 10 LU below the ungated mean. A sentence's gain is
 decided when its first audio is ready, from the message so far plus the sentence's first
-``BASIS_S`` (what a stream's first piece always holds), so streaming needs no look-ahead and
+``basis`` samples (what a stream's first piece always holds), so streaming needs no look-ahead and
 whole-file synthesis gets the same gains; later sentences follow the message's measure, so
 loudness does not jump between them. A look-ahead limiter inside the sentence then keeps
 peaks, between samples too, under the ceiling.
@@ -23,8 +23,6 @@ TRUE_PEAK_DBTP = -1.0
 # The limiter aims under the ceiling: the true-peak estimate and the 16-bit rounding each
 # add a little.
 _CEILING = 10 ** ((TRUE_PEAK_DBTP - 0.5) / 20)
-# A sentence's gain comes from at least this much of its start (48 frames of hop 512).
-BASIS_S = 48 * 512 / 44100
 # Never more gain than this: a near-silent output stays near-silent rather than noise.
 _MAX_GAIN_DB = 40.0
 # The limiter's loss is made up in this many rounds, by at most this much (past it, the limiter
@@ -62,9 +60,11 @@ class Leveller:
     """One message's loudness: a gain per sentence and a limiter for each (``normalize`` off:
     the volume as a plain gain on the raw output)."""
 
-    def __init__(self, sample_rate: int, volume_db: float, normalize: bool) -> None:
+    def __init__(self, sample_rate: int, volume_db: float, normalize: bool, basis: int) -> None:
+        """``basis``: how many samples of a sentence's start its gain is decided on."""
         self.sample_rate = sample_rate
         self.normalize = normalize
+        self.basis = basis
         self._volume_db = volume_db
         # K-weighted energy per 100 ms step of the sentences so far
         self._steps: NDArray[np.float64] = np.zeros(0)
@@ -118,8 +118,7 @@ class SentenceLevel:
 
     def apply(self, samples: NDArray[np.float32], last: bool) -> NDArray[np.float32]:
         if self._gain is None:
-            basis = samples[: round(BASIS_S * self._message.sample_rate)]
-            self._gain = self._message.gain_for(basis)
+            self._gain = self._message.gain_for(samples[: self._message.basis])
         if self._limiter is not None:
             self._raw.append(samples)
             if last:

@@ -13,11 +13,13 @@ from custom_components.yomiage.engine import loudness
 from custom_components.yomiage.engine.engine import Engine
 from custom_components.yomiage.engine.errors import InvalidOptionError
 from custom_components.yomiage.engine.options import SynthesisOptions
+from custom_components.yomiage.engine.pieces import FIRST_PIECE_FRAMES
 from custom_components.yomiage.engine.voice import Voice
 
 from ..ebur128 import measure
 from .common import QUIET, SAMPLE_RATE
 
+BASIS = FIRST_PIECE_FRAMES * 512  # the engine decides a gain on a first piece's samples
 FIVE_SENTENCES = (
     "おはようございます。今日の東京は晴れ、最高気温は二十五度の予想です。"
     "午後から風が強くなるので、洗濯物には気をつけてください。それでは、いってらっしゃい！"
@@ -148,17 +150,17 @@ def test_silence_has_no_loudness_and_gets_no_gain() -> None:
         loudness.integrated_loudness(loudness.step_energies(silent, SAMPLE_RATE), SAMPLE_RATE)
         is None
     )
-    level = loudness.Leveller(SAMPLE_RATE, volume_db=0.0, normalize=True).sentence()
+    level = loudness.Leveller(SAMPLE_RATE, volume_db=0.0, normalize=True, basis=BASIS).sentence()
     assert not level.apply(silent, last=True).any()
 
 
 @pytest.mark.parametrize("cuts", [[], [30_000], [24_576, 24_857, 50_000], [40_000, 40_100, 40_200]])
 def test_the_limiter_gives_the_same_samples_however_the_sentence_is_cut(cuts: list[int]) -> None:
     """Pieces as the engine cuts them: the first holds the gain's basis (a stream's first piece
-    is never shorter), the others any length, down to one under the limiter's reach."""
+    is never shorter), the others any length, shorter than the limiter's reach too."""
     noise = np.random.default_rng(7).standard_normal(SAMPLE_RATE * 2).astype(np.float32) * 0.2
-    whole = loudness.Leveller(SAMPLE_RATE, 0.0, True).sentence().apply(noise, last=True)
-    level = loudness.Leveller(SAMPLE_RATE, 0.0, True).sentence()
+    whole = loudness.Leveller(SAMPLE_RATE, 0.0, True, BASIS).sentence().apply(noise, last=True)
+    level = loudness.Leveller(SAMPLE_RATE, 0.0, True, BASIS).sentence()
     bounds = [0, *cuts, len(noise)]
     pieces = [
         level.apply(noise[low:high], last=high == len(noise))

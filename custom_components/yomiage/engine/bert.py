@@ -9,8 +9,9 @@ import numpy as np
 import onnxruntime as ort
 from numpy.typing import NDArray
 
+from .cuda_probe import CUDA_PROVIDER
 from .errors import BundleError
-from .runtime import CUDA_PROVIDER, SessionFactory
+from .runtime import SessionFactory
 from .tokenizer import CharTokenizer
 
 

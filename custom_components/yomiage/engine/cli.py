@@ -45,16 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_arguments(voices)
     voices.set_defaults(handler=_voices)
 
-    say = commands.add_parser("say", help="speak TEXT into a WAV, FLAC or Ogg Vorbis file")
+    say = commands.add_parser(
+        "say", help="speak TEXT into a WAV, FLAC or Ogg Vorbis file (written as the audio comes)"
+    )
     say.add_argument("text", help="Japanese text ('-' reads standard input)")
     say.add_argument(
         "-o", "--output", type=Path, required=True, help="file to write (.wav, .flac or .ogg)"
     )
     say.add_argument("--voice", help="speaker/style (default: the bundle's first)")
     add_synthesis_flags(say, "the speech")
-    say.add_argument(
-        "--stream", action="store_true", help="write each sentence as soon as it is ready"
-    )
     say.add_argument("--json", action="store_true", help="print a JSON summary")
     _add_engine_arguments(say)
     say.set_defaults(handler=_say)

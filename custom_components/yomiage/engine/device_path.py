@@ -58,17 +58,6 @@ class FeaturePath(Protocol):
         """The features of the sentences' concatenated text (see ``join_char_features``)."""
         ...
 
-    def synthesize(
-        self,
-        voice: Voice,
-        sequence: PhoneSequence,
-        features: CharFeatures,
-        style_vector: NDArray[np.float32],
-        inputs: ModelInputs,
-    ) -> NDArray[np.float32]:
-        """Audio samples float32 [samples]."""
-        ...
-
     def synthesize_pieces(
         self,
         voice: Voice,
@@ -125,17 +114,6 @@ class HostPath:
 
     def join(self, per_sentence: Sequence[CharFeatures]) -> CharFeatures:
         return join_char_features([_on_host(features) for features in per_sentence])
-
-    def synthesize(
-        self,
-        voice: Voice,
-        sequence: PhoneSequence,
-        features: CharFeatures,
-        style_vector: NDArray[np.float32],
-        inputs: ModelInputs,
-    ) -> NDArray[np.float32]:
-        bert = spread_over_phones(_on_host(features), sequence.word2ph)
-        return voice.synthesize(sequence, bert, style_vector, inputs)
 
     def synthesize_pieces(
         self,
@@ -219,17 +197,6 @@ class DevicePath:
         batch = ort.OrtValue.ortvalue_from_numpy(joined[np.newaxis], self.memory, 0)
         return DeviceFeatures(batch, np.arange(joined.shape[0], dtype=np.int64))
 
-    def synthesize(
-        self,
-        voice: Voice,
-        sequence: PhoneSequence,
-        features: CharFeatures,
-        style_vector: NDArray[np.float32],
-        inputs: ModelInputs,
-    ) -> NDArray[np.float32]:
-        bert = self.spread_over_phones(_on_device(features), sequence.word2ph)
-        return voice.synthesize_bound(sequence, bert, style_vector, inputs)
-
     def synthesize_pieces(
         self,
         voice: Voice,
@@ -243,7 +210,8 @@ class DevicePath:
     ) -> Generator[DecodedPiece]:
         """One piece: a GPU decodes a whole sentence in less time than a first piece plays
         (and too soon to be worth cutting short: ``gate`` is not used)."""
-        yield DecodedPiece(self.synthesize(voice, sequence, features, style_vector, inputs), True)
+        bert = self.spread_over_phones(_on_device(features), sequence.word2ph)
+        yield DecodedPiece(voice.synthesize_bound(sequence, bert, style_vector, inputs), True)
 
     def durations(
         self,

@@ -144,7 +144,6 @@ class Engine:
         }
         self._model_lock = ModelLock()
         self._closed = False
-        self.recent: deque[dict[str, Any]] = deque(maxlen=20)
         if self.device == "cuda":
             self._warm_up()
 
@@ -191,15 +190,7 @@ class Engine:
             chunks = self._whole_on_lanes(sequences, request)
         else:
             chunks = self._stream(sequences, request, playback=None)
-        synthesis = Synthesis.collect(chunks, self.sample_rate)
-        self.recent.append(
-            {
-                "sentences": len(synthesis.sentences),
-                "audio_s": round(synthesis.audio_s, 3),
-                "compute_s": round(synthesis.compute_s, 3),
-            }
-        )
-        return synthesis
+        return Synthesis.collect(chunks, self.sample_rate)
 
     def stream(self, text: str, options: SynthesisOptions | None = None) -> Iterator[AudioChunk]:
         """Audio as soon as it is ready: the first sentence's first 0.56 s as a piece of its

@@ -30,7 +30,6 @@ from .onnx_wire import WireError
 _LOGGER = logging.getLogger(__name__)
 
 CPU_PROVIDER = "CPUExecutionProvider"
-CUDA_PROVIDER = "CUDAExecutionProvider"
 DEVICES = ("auto", "cpu", "cuda")
 # cuDNN's default search (EXHAUSTIVE) benchmarks every convolution again for each new input shape,
 # and every sentence has a new length; HEURISTIC asks cuDNN's heuristics instead, at no cost.
@@ -65,18 +64,13 @@ def resolve_device(requested: str) -> str:
         )
     if requested == "cpu":
         return "cpu"
-    cuda_problem = _cuda_problem()
+    cuda_problem = cuda_probe.cuda_problem()
     if cuda_problem is None:
         return "cuda"
     if requested == "cuda":
         raise DeviceUnavailableError(f"CUDA was requested but cannot be used: {cuda_problem}")
     _LOGGER.info("Using the CPU: %s", cuda_problem)
     return "cpu"
-
-
-def _cuda_problem() -> str | None:
-    """Why CUDA cannot be used, or None when it can (a test run on it worked; cached)."""
-    return cuda_probe.cuda_problem()
 
 
 @dataclass(frozen=True)
@@ -120,7 +114,7 @@ class SessionFactory:
     @property
     def providers(self) -> list[str | tuple[str, dict[str, str]]]:
         if self.device == "cuda":
-            return [(CUDA_PROVIDER, CUDA_OPTIONS), CPU_PROVIDER]
+            return [(cuda_probe.CUDA_PROVIDER, CUDA_OPTIONS), CPU_PROVIDER]
         return [CPU_PROVIDER]
 
     def options(self) -> ort.SessionOptions:

@@ -109,16 +109,6 @@ def test_bad_loudness_flags_exit_2_with_one_line(tiny_bundle: Path, tmp_path: Pa
         assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
 
 
-def test_stream_flag_writes_the_same_audio(tiny_bundle: Path, tmp_path: Path) -> None:
-    common = ["--bundle", str(tiny_bundle), "--noise", "0", "--noise-w", "0", "--threads", "1"]
-    plain, streamed = tmp_path / "a.wav", tmp_path / "b.wav"
-    assert _yomiage("say", THREE_SENTENCES, "-o", str(plain), *common).returncode == 0
-    assert (
-        _yomiage("say", THREE_SENTENCES, "-o", str(streamed), "--stream", *common).returncode == 0
-    )
-    assert plain.read_bytes() == streamed.read_bytes()
-
-
 def test_voices_lists_speaker_style_pairs(tiny_bundle: Path) -> None:
     result = _yomiage("voices", "--bundle", str(tiny_bundle))
     assert result.returncode == 0

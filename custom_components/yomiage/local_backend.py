@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import queue
 from collections.abc import AsyncGenerator, AsyncIterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -11,8 +10,8 @@ from homeassistant.core import HomeAssistant
 
 from .backend import RequestOptions, SpeechPiece
 from .const import DOMAIN, OPTION_DICTIONARY
+from .engine.arriving import ArrivingText
 from .engine.options import SynthesisOptions
-from .engine.text.split import SentenceAccumulator
 from .shared_dictionary import SharedDictionary
 
 if TYPE_CHECKING:
@@ -54,10 +53,10 @@ class LocalBackend:
     def stream(
         self, text: AsyncIterable[str], options: RequestOptions
     ) -> AsyncGenerator[SpeechPiece]:
-        feed = SentenceFeed()
+        arriving = ArrivingText()
         # checks voice and options now
-        chunks = self.engine.stream_sentences(feed, SynthesisOptions().with_values(options))
-        return self._speak(text, feed, chunks)
+        chunks = self.engine.stream_sentences(arriving, SynthesisOptions().with_values(options))
+        return self._speak(text, arriving, chunks)
 
     async def async_close(self) -> None:
         await self._hass.async_add_executor_job(self.engine.close)
@@ -96,53 +95,33 @@ class LocalBackend:
         )
 
     async def _speak(
-        self, text: AsyncIterable[str], feed: SentenceFeed, chunks: Iterator[AudioChunk]
+        self, text: AsyncIterable[str], arriving: ArrivingText, chunks: Iterator[AudioChunk]
     ) -> AsyncGenerator[SpeechPiece]:
         feeder = self._hass.async_create_background_task(
-            _feed_sentences(text, feed), f"{DOMAIN} sentence feed"
+            _feed(text, arriving), f"{DOMAIN} sentence feed"
         )
         try:
             while (chunk := await self._next_chunk(chunks)) is not None:
                 yield _piece(chunk)
             await feeder  # a failing message generator fails the request too
         finally:
-            feed.close()  # lets the engine's generator end if we stopped early
+            arriving.cancel()  # lets the engine's generator end if we stopped early
             _settle(feeder)
 
     async def _next_chunk(self, chunks: Iterator[AudioChunk]) -> AudioChunk | None:
         return await self._hass.async_add_executor_job(next, chunks, None)
 
 
-class SentenceFeed:
-    """Complete sentences handed from the event loop to the engine's thread, which waits on them."""
-
-    _END = None
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-
-    def put(self, sentence: str) -> None:
-        self._queue.put(sentence)
-
-    def close(self) -> None:
-        self._queue.put(self._END)
-
-    def __iter__(self) -> Iterator[str]:
-        while (sentence := self._queue.get()) is not self._END:
-            yield sentence
-
-
-async def _feed_sentences(text: AsyncIterable[str], feed: SentenceFeed) -> None:
-    """Cut the incoming text into sentences; each goes to the engine as soon as it is complete."""
-    accumulator = SentenceAccumulator()
+async def _feed(text: AsyncIterable[str], arriving: ArrivingText) -> None:
+    """Hand the message on as it comes; each sentence goes to the engine once complete. A failing
+    message generator ends it without its unfinished sentence."""
     try:
         async for piece in text:
-            for sentence in accumulator.feed(piece):
-                feed.put(sentence)
-        for sentence in accumulator.flush():
-            feed.put(sentence)
-    finally:
-        feed.close()
+            arriving.add(piece)
+    except BaseException:
+        arriving.finish(unfinished=False)
+        raise
+    arriving.finish()
 
 
 def _settle(task: asyncio.Task[None]) -> None:

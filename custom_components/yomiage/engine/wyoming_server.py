@@ -315,7 +315,7 @@ class _Connection:
         stream = self._open_stream(event)
         text = request_text(event)
         if stream.text is not None:
-            stream.text.add_text(text)
+            stream.text.add(text)
 
     async def _stop_stream(self, event: Event) -> None:
         stream = self._open_stream(event)

@@ -104,17 +104,20 @@ class AddonOptions:
 class VoicesPlan:
     bundle: Path  # the bundle folder the server loads
     repo: str | None  # the Hub repository to fetch it from (None: a local folder)
+    # Graphs the server prepares for this CPU, kept across restarts (the image's home is not).
+    prepared_graphs: Path
 
 
 def plan_voices(options: AddonOptions, data_dir: Path) -> VoicesPlan:
     if options.voices == "local":
-        return VoicesPlan(bundle=_local_folder(options.local_folder), repo=None)
+        return VoicesPlan(_local_folder(options.local_folder), None, data_dir / "prepared-graphs")
     repo = OFFICIAL_REPO if options.voices == "official" else options.hub_repo
     if not _REPO_ID.match(repo):
         raise AddonError(
             f"hub_repo must be a Hugging Face repository id like owner/name, not {repo!r}"
         )
-    return VoicesPlan(bundle=data_dir / "voices" / repo.replace("/", "--"), repo=repo)
+    bundle = data_dir / "voices" / repo.replace("/", "--")
+    return VoicesPlan(bundle, repo, data_dir / "prepared-graphs")
 
 
 def _local_folder(folder: str) -> Path:
@@ -141,6 +144,7 @@ def fetch_command(plan: VoicesPlan, options: AddonOptions) -> list[str]:
 def serve_command(plan: VoicesPlan, options: AddonOptions, port: int) -> list[str]:
     command = [sys.executable, "-m", "yomiage_engine.wyoming_server"]
     command += ["--uri", f"tcp://0.0.0.0:{port}", "--bundle", str(plan.bundle)]
+    command += ["--graph-cache", str(plan.prepared_graphs)]
     if options.threads is not None:
         command += ["--threads", str(options.threads)]
     command += ["--volume", f"{options.volume:g}"]

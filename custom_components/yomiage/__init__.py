@@ -17,10 +17,23 @@ from homeassistant.exceptions import ConfigEntryNotReady
 from homeassistant.helpers import issue_registry as ir
 
 from .backend import SpeechBackend, Timing
-from .const import CONF_HOST, CONF_PORT, CONF_SOURCE, DOMAIN, RECENT_TIMINGS, SOURCE_WYOMING
+from .const import (
+    CONF_HOST,
+    CONF_PATH,
+    CONF_PORT,
+    CONF_SOURCE,
+    DOMAIN,
+    RECENT_TIMINGS,
+    SOURCE_WYOMING,
+)
 from .engine.errors import YomiageError
 from .local_backend import LocalBackend
-from .local_setup import async_load_local_backend, async_unload_local_backend, bundle_issue_id
+from .local_setup import (
+    async_load_local_backend,
+    async_unload_local_backend,
+    bundle_issue_id,
+    remove_prepared_graphs,
+)
 from .remote import WyomingBackend
 
 __all__ = ["Timing", "YomiageConfigEntry", "YomiageData", "bundle_issue_id"]
@@ -69,7 +82,8 @@ async def async_unload_entry(hass: HomeAssistant, entry: YomiageConfigEntry) -> 
 
 
 async def async_remove_entry(hass: HomeAssistant, entry: YomiageConfigEntry) -> None:
-    """Forget the entry's repair issue and delete the voices it downloaded.
+    """Forget the entry's repair issue, delete the graphs prepared for it and the voices it
+    downloaded.
 
     A downloaded folder belongs to its entry alone (one entry per folder); a local folder is the
     user's and stays.
@@ -79,6 +93,7 @@ async def async_remove_entry(hass: HomeAssistant, entry: YomiageConfigEntry) -> 
         return
     from .hub import remove_download
 
+    await hass.async_add_executor_job(remove_prepared_graphs, entry.data[CONF_PATH])
     await hass.async_add_executor_job(remove_download, entry.data)
 
 

@@ -70,6 +70,8 @@ DEFAULT_LANGUAGE: Final = "ja"
 # Modules read it as ``const.MODELS_DIR`` at call time, so tests can point it elsewhere.
 MODELS_DIRNAME: Final = "models"
 MODELS_DIR: Final = Path(__file__).parent / MODELS_DIRNAME
+# Graphs the engine prepared for this machine's CPU, a folder per bundle, beside the voices.
+PREPARED_GRAPHS_DIRNAME: Final = "prepared-graphs"
 
 # Download failures worth another try later (Home Assistant retries setup); others need the user.
 TRANSIENT_DOWNLOAD_REASONS: Final = frozenset(

@@ -6,7 +6,10 @@ bundle also raises a repair issue naming the file.
 
 from __future__ import annotations
 
+import hashlib
+import shutil
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from homeassistant.config_entries import ConfigEntry
@@ -14,6 +17,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import ConfigEntryError, ConfigEntryNotReady
 from homeassistant.helpers import issue_registry as ir
 
+from . import const
 from .const import CONF_USER_DICTIONARY, DOMAIN, TRANSIENT_DOWNLOAD_REASONS
 from .engine.errors import BundleError, DeviceUnavailableError, DownloadError
 from .engine.text.readings.user_dict import UserDictionary, UserDictionaryError
@@ -31,7 +35,20 @@ def load_engine(path: str, device: str, threads: int | None) -> Engine:
     """Create the engine (blocking: imports onnxruntime, loads BERT; run it in an executor)."""
     from .engine.engine import Engine
 
-    return Engine(path, device=device, threads=threads)
+    return Engine(path, device=device, threads=threads, graph_cache=prepared_graphs(path))
+
+
+def prepared_graphs(bundle: str) -> Path:
+    """Where the engine keeps the graphs it prepared for this CPU from ``bundle``: in the
+    models folder (HACS keeps it, a backup holds it), a folder per bundle, so that the config
+    flow's check and the entry share them and removing the entry removes them."""
+    key = hashlib.sha256(str(Path(bundle).resolve()).encode()).hexdigest()[:16]
+    return const.MODELS_DIR.resolve() / const.PREPARED_GRAPHS_DIRNAME / key
+
+
+def remove_prepared_graphs(bundle: str) -> None:
+    """Delete a bundle's prepared graphs (blocking)."""
+    shutil.rmtree(prepared_graphs(bundle), ignore_errors=True)
 
 
 def bundle_issue_id(entry: ConfigEntry) -> str:

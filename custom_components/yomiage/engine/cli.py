@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .command_flags import add_engine_flags, add_synthesis_flags, engine_from, synthesis_options
 from .errors import InvalidOptionError, YomiageError
 from .results import AudioChunk, sentence_reports
-from .synthesis_flags import add_synthesis_flags, synthesis_options
 
 EXIT_BAD_INPUT = 2
 
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     voices = commands.add_parser("voices", help="list the speakers and styles of a bundle")
-    _add_engine_arguments(voices)
+    add_engine_flags(voices)
     voices.set_defaults(handler=_voices)
 
     say = commands.add_parser(
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("--voice", help="speaker/style (default: the bundle's first)")
     add_synthesis_flags(say, "the speech")
     say.add_argument("--json", action="store_true", help="print a JSON summary")
-    _add_engine_arguments(say)
+    add_engine_flags(say)
     say.set_defaults(handler=_say)
 
     read = commands.add_parser("read", help="print the reading (katakana), one sentence a line")
@@ -82,22 +82,8 @@ AUDIO_FILE_FORMATS: dict[str, tuple[str, str]] = {
 }
 
 
-def _add_engine_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bundle", type=Path, required=True, help="voice bundle folder")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    parser.add_argument(
-        "--threads", type=int, default=None, help="intra-op threads (default: cores)"
-    )
-
-
-def _engine(args: argparse.Namespace) -> Any:
-    from .engine import Engine  # heavy imports only for the commands that need a model
-
-    return Engine(args.bundle, device=args.device, threads=args.threads)
-
-
 def _voices(args: argparse.Namespace) -> int:
-    engine = _engine(args)
+    engine = engine_from(args)
     engine.load_all()  # every graph checked, as the config flow and the server check them
     for speaker, styles in engine.voices.items():
         for style in styles:
@@ -109,7 +95,7 @@ def _say(args: argparse.Namespace) -> int:
     text = sys.stdin.read() if args.text == "-" else args.text
     options = synthesis_options(args, args.voice)
     file_format = _file_format(args.output)  # a name it cannot write fails before the model loads
-    engine = _engine(args)
+    engine = engine_from(args)
     started = time.perf_counter()
     chunks = engine.stream(text, options)
     first_audio_s, written = _write_audio(

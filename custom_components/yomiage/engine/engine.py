@@ -119,14 +119,17 @@ class Engine:
         threads: int | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
         decoder_lanes: bool = True,
+        graph_cache: Path | None = None,
     ) -> None:
         """``decoder_lanes``: whole-file synthesis decodes two sentences at once where the CPU
-        has the cores for it (lanes.py); off, every sentence is decoded with every thread."""
+        has the cores for it (lanes.py); off, every sentence is decoded with every thread.
+        ``graph_cache``: the folder for graphs prepared for this CPU (runtime.py; None:
+        ``optimize.default_cache_dir()``)."""
         self.bundle = Bundle.open(bundle_root)
         self.device = resolve_device(device)
         self.max_chars = max_chars
         self._sessions = SessionFactory(
-            device=self.device, threads=threads, decoder_lanes=decoder_lanes
+            device=self.device, threads=threads, decoder_lanes=decoder_lanes, cache_dir=graph_cache
         )
         self._frontend = Frontend()
         bert_graph, bert_sessions = self._bert_graph()

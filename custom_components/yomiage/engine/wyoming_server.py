@@ -40,10 +40,10 @@ from urllib.parse import urlparse
 from wyoming.event import Event, async_write_event
 from wyoming.ping import Pong
 
+from .command_flags import add_engine_flags, add_synthesis_flags, engine_from, synthesis_options
 from .errors import InvalidOptionError, UnknownVoiceError, YomiageError
 from .options import SynthesisOptions
 from .results import AudioChunk
-from .synthesis_flags import add_synthesis_flags, synthesis_options
 from .wyoming_protocol import (
     SYNTHESIZE,
     SYNTHESIZE_CHUNK,
@@ -416,11 +416,7 @@ def add_serve_command(
 
 def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--uri", default=DEFAULT_URI, help=f"where to listen ({DEFAULT_URI})")
-    parser.add_argument("--bundle", type=Path, required=True, help="voice bundle folder")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    parser.add_argument(
-        "--threads", type=int, default=None, help="intra-op threads (default: cores)"
-    )
+    add_engine_flags(parser)
     parser.add_argument(
         "--voice",
         default="default",
@@ -437,9 +433,7 @@ def serve_command(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     _parse_uri(args.uri)  # a bad URI fails before minutes of model loading
-    from .engine import Engine  # heavy: only when serving
-
-    engine = Engine(args.bundle, device=args.device, threads=args.threads)
+    engine = engine_from(args)
     try:
         engine.load_all()  # the first request should not pay for session creation
         voice = None if args.voice == "default" else args.voice

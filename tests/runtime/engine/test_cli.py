@@ -109,6 +109,20 @@ def test_bad_loudness_flags_exit_2_with_one_line(tiny_bundle: Path, tmp_path: Pa
         assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
 
 
+def test_graph_cache_moves_where_prepared_graphs_are_kept(
+    tiny_bundle: Path, tmp_path: Path, private_graph_cache: Path
+) -> None:
+    cache = tmp_path / "graphs"
+    before = set(private_graph_cache.rglob("*"))
+    out = tmp_path / "out.wav"
+    args = ["say", "こんにちは。", "-o", str(out), "--bundle", str(tiny_bundle), "--threads", "1"]
+    result = _yomiage(*args, "--graph-cache", str(cache))
+    assert result.returncode == 0, result.stderr
+    assert any(path.suffix == ".ort" for path in cache.rglob("*"))
+    assert set(private_graph_cache.rglob("*")) == before
+    assert "--graph-cache" in _yomiage("serve", "--help").stdout
+
+
 def test_voices_lists_speaker_style_pairs(tiny_bundle: Path) -> None:
     result = _yomiage("voices", "--bundle", str(tiny_bundle))
     assert result.returncode == 0

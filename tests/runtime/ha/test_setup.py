@@ -21,7 +21,7 @@ from pytest_homeassistant_custom_component.components.diagnostics import (
 )
 from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 
-from custom_components.yomiage import bundle_issue_id
+from custom_components.yomiage import bundle_issue_id, const
 from custom_components.yomiage.const import CONF_DEVICE, DOMAIN
 
 from .common import SPEAKERS, engine_of
@@ -109,6 +109,31 @@ async def test_removing_a_broken_entry_removes_its_repair(
     await hass.config_entries.async_remove(mock_entry.entry_id)
     assert ir.async_get(hass).async_get_issue(DOMAIN, bundle_issue_id(mock_entry)) is None
     assert (bundle_dir / "gone").is_dir(), "a local bundle is the user's: it stays"
+
+
+async def test_prepared_graphs_live_beside_the_voices_and_go_with_the_entry(
+    hass: HomeAssistant,
+    mock_entry: MockConfigEntry,
+    bundle_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    private_graph_cache: Path,
+) -> None:
+    """Graphs prepared for this CPU go to the integration's models folder (what HACS keeps), not
+    to the user's home; removing the entry removes them, and leaves the local voices alone."""
+    models = tmp_path / "models"
+    monkeypatch.setattr(const, "MODELS_DIR", models)
+    monkeypatch.setenv("YOMIAGE_GRAPH_CACHE", "1")
+    before = set(private_graph_cache.rglob("*"))
+    assert await hass.config_entries.async_setup(mock_entry.entry_id)
+    await _speak(hass, mock_entry)
+    prepared = [path for path in (models / "prepared-graphs").rglob("*") if path.is_file()]
+    assert any(path.suffix == ".ort" for path in prepared), prepared
+    assert set(private_graph_cache.rglob("*")) == before, "nothing in the default cache"
+
+    await hass.config_entries.async_remove(mock_entry.entry_id)
+    assert not any(path.is_file() for path in (models / "prepared-graphs").rglob("*"))
+    assert (bundle_dir / SPEAKERS).is_dir(), "a local bundle is the user's: it stays"
 
 
 async def test_transient_error_retries_later(

@@ -137,6 +137,7 @@ def test_commands_are_the_ones_the_cli_understands(run: ModuleType, tmp_path: Pa
         True,
     )
     assert (served.volume, served.normalize) == (-4.5, False)
+    assert served.graph_cache == tmp_path / "prepared-graphs"  # kept across restarts
     default = parser.parse_args(["serve", *run.serve_command(plan, _options(run), 10200)[3:]])
     assert (default.volume, default.normalize) == (0.0, True)
     with pytest.raises(run.AddonError, match="volume"):

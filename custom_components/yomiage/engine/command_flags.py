@@ -1,13 +1,44 @@
-"""The synthesis options as command-line flags, one set for ``yomiage say`` and ``serve``."""
+"""The flags ``yomiage say``, ``voices`` and ``serve`` share: the engine's and the synthesis
+options'."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from .optimize import default_cache_dir
 from .options import OPTION_LIMITS, SynthesisOptions
+
+if TYPE_CHECKING:
+    from .engine import Engine
 
 _DEFAULTS = SynthesisOptions()
 _UNITS = {"volume": "dB", "lead_silence": "ms"}
+
+
+def add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bundle", type=Path, required=True, help="voice bundle folder")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument(
+        "--threads", type=int, default=None, help="intra-op threads (default: cores)"
+    )
+    parser.add_argument(
+        "--graph-cache",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"where graphs prepared for this CPU are kept (default: {default_cache_dir()})",
+    )
+
+
+def engine_from(args: argparse.Namespace) -> Engine:
+    """The engine the engine flags ask for (heavy: imports onnxruntime, loads BERT)."""
+    from .engine import Engine
+
+    return Engine(
+        args.bundle, device=args.device, threads=args.threads, graph_cache=args.graph_cache
+    )
 
 
 def add_synthesis_flags(parser: argparse.ArgumentParser, scope: str) -> None:

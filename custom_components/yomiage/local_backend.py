@@ -68,7 +68,6 @@ class LocalBackend:
             "backend": "local",
             "device": engine.device,
             "threads": engine.threads,
-            "decoder_lane_threads": engine.lane_threads,
             "sample_rate": engine.sample_rate,
             "default_voice": engine.default_voice,
             "bert_graph": bundle.relative(bundle.bert_q8),

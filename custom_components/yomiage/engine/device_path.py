@@ -26,7 +26,7 @@ from .device_graphs import SPREAD_INPUTS, SPREAD_OUTPUT, spread_graph
 from .runtime import SessionFactory
 from .text.frontend import PhoneSequence
 from .turns import RunGate
-from .voice import DecodedPiece, Fronted, ModelInputs, Voice
+from .voice import DecodedPiece, ModelInputs, Voice
 
 
 @dataclass(frozen=True)
@@ -86,18 +86,6 @@ class FeaturePath(Protocol):
         """Frames per phone float32 [phones], None without a duration predictor."""
         ...
 
-    def front(
-        self,
-        voice: Voice,
-        sequence: PhoneSequence,
-        features: CharFeatures,
-        style_vector: NDArray[np.float32],
-        inputs: ModelInputs,
-    ) -> Fronted | None:
-        """The sentence through the synthesizer's front, to be decoded in spans (``Voice.decode``);
-        None where this path or the voice decodes sentences whole."""
-        ...
-
     def close(self) -> None:
         """Release what the path holds beyond the BERT and voice sessions."""
         ...
@@ -141,17 +129,6 @@ class HostPath:
     ) -> NDArray[np.float32] | None:
         bert = spread_over_phones(_on_host(features), sequence.word2ph)
         return voice.durations(sequence, bert, style_vector, inputs)
-
-    def front(
-        self,
-        voice: Voice,
-        sequence: PhoneSequence,
-        features: CharFeatures,
-        style_vector: NDArray[np.float32],
-        inputs: ModelInputs,
-    ) -> Fronted | None:
-        bert = spread_over_phones(_on_host(features), sequence.word2ph)
-        return voice.front(sequence, bert, style_vector, inputs)
 
     def close(self) -> None:
         """Nothing to release: the features are numpy arrays."""
@@ -223,17 +200,6 @@ class DevicePath:
     ) -> NDArray[np.float32] | None:
         bert = self.spread_over_phones(_on_device(features), sequence.word2ph)
         return voice.durations_bound(sequence, bert, style_vector, inputs)
-
-    def front(
-        self,
-        voice: Voice,
-        sequence: PhoneSequence,
-        features: CharFeatures,
-        style_vector: NDArray[np.float32],
-        inputs: ModelInputs,
-    ) -> Fronted | None:
-        """None: a GPU runs the whole synthesizer per sentence (no split sessions there)."""
-        return None
 
     def close(self) -> None:
         del self._spread

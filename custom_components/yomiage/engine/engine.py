@@ -10,10 +10,8 @@ Streaming is ordered for early first audio: the first sentence (of the text, or 
 that arrives) gets a BERT run of its own and its first 0.56 s is decoded before the rest of it;
 the other sentences' BERT batches and pause passes (which only decide the pauses before
 sentences 2..n) run while that audio already plays, a pause window at a time (pauses.py), so
-that a long text costs memory in proportion to its length, never more.
-Whole-file synthesis is ordered for throughput instead: a window's BERT batch, then the decoder
-runs of two sentences side by side on one-thread "lanes" (lanes.py) where the CPU has two cores
-or more.
+that a long text costs memory in proportion to its length, never more. Whole-file synthesis is
+the same walk without the early first piece, its chunks collected.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,21 +28,20 @@ import numpy as np
 import onnxruntime as ort
 from numpy.typing import NDArray
 
-from . import audio, pieces
+from . import audio
 from .bert import BertFeaturizer
 from .bundle import Bundle
 from .device_path import CharFeatures, DevicePath, FeaturePath, HostPath
 from .errors import InvalidTextError, UnknownVoiceError, YomiageError
-from .lanes import LANES, lanes_pay, longest_first, run_lanes
 from .loudness import Leveller
 from .options import SynthesisOptions
 from .pauses import MIN_PAUSE_S, boundary_pauses, pause_windows, trailing_pause
-from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_spans, decode_window
+from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed
 from .results import AudioChunk, Synthesis
 from .runtime import SessionFactory, resolve_device
 from .text.frontend import Frontend, PhoneSequence
 from .turns import ModelLock, run_plainly
-from .voice import Fronted, ModelInputs, Voice
+from .voice import ModelInputs, Voice
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -54,7 +50,6 @@ DEFAULT_MAX_CHARS = 5000
 _WARM_UP_TEXT = "あ。い。"
 # Long enough (~70 frames) that the decoder's fixed cost per run does not dominate its timing.
 _TIMING_TEXT = "おはようございます。"
-_Done = TypeVar("_Done")  # what a job of the lanes gives
 _Result = TypeVar("_Result")  # what a model run gives
 
 
@@ -118,19 +113,14 @@ class Engine:
         device: str = "auto",
         threads: int | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
-        decoder_lanes: bool = True,
         graph_cache: Path | None = None,
     ) -> None:
-        """``decoder_lanes``: whole-file synthesis decodes two sentences at once where the CPU
-        has the cores for it (lanes.py); off, every sentence is decoded with every thread.
-        ``graph_cache``: the folder for graphs prepared for this CPU (runtime.py; None:
+        """``graph_cache``: the folder for graphs prepared for this CPU (runtime.py; None:
         ``optimize.default_cache_dir()``)."""
         self.bundle = Bundle.open(bundle_root)
         self.device = resolve_device(device)
         self.max_chars = max_chars
-        self._sessions = SessionFactory(
-            device=self.device, threads=threads, decoder_lanes=decoder_lanes, cache_dir=graph_cache
-        )
+        self._sessions = SessionFactory(device=self.device, threads=threads, cache_dir=graph_cache)
         self._frontend = Frontend()
         bert_graph, bert_sessions = self._bert_graph()
         self._bert = BertFeaturizer(bert_graph, self.bundle.tokenizer_dir, bert_sessions)
@@ -168,12 +158,6 @@ class Engine:
     def threads(self) -> int:
         return self._sessions.intra_op_threads
 
-    @property
-    def lane_threads(self) -> int:
-        """Threads of the decoder session the two lanes of whole-file synthesis run on at once;
-        0: no lanes."""
-        return self._sessions.lane_threads
-
     def load_all(self) -> None:
         """Create every session now: validates graphs (config flow) and avoids first-use latency.
         Then one short synthesis, so that the first streamed request sizes its first piece from
@@ -189,11 +173,7 @@ class Engine:
         """The whole text at once (no early first piece: nobody listens before the end)."""
         request = self._request(options)
         sequences = self._analyse(self._checked_text(text))
-        if request.voice.lanes == LANES:
-            chunks = self._whole_on_lanes(sequences, request)
-        else:
-            chunks = self._stream(sequences, request, playback=None)
-        return Synthesis.collect(chunks, self.sample_rate)
+        return Synthesis.collect(self._stream(sequences, request, playback=None), self.sample_rate)
 
     def stream(self, text: str, options: SynthesisOptions | None = None) -> Iterator[AudioChunk]:
         """Audio as soon as it is ready: the first sentence's first 0.56 s as a piece of its
@@ -318,97 +298,6 @@ class Engine:
                 playback,
             )
             started = time.perf_counter()
-
-    def _whole_on_lanes(
-        self, sequences: list[PhoneSequence], request: _Request
-    ) -> Iterator[AudioChunk]:
-        """Whole-file synthesis on two lanes (lanes.py), a pause window at a time (its BERT
-        batch and pause pass, then its sentences on the lanes), so that no part of it holds
-        more than a window's fronts and decoded audio. Each step takes the model lock on its
-        own, and the lanes give way between jobs to a request that waits: requests take
-        turns."""
-        started = time.perf_counter()
-        group: list[_Paused] = []
-        for sentence in self._paused(sequences, request):
-            group.append(sentence)
-            if sentence.window_ends:
-                yield from self._on_lanes(group, request, time.perf_counter() - started)
-                group = []
-                started = time.perf_counter()
-
-    def _on_lanes(
-        self, sentences: list[_Paused], request: _Request, spent_before: float
-    ) -> list[AudioChunk]:
-        """Every sentence's front (two at once), then the decoder's jobs (sentences, or spans
-        of long ones), the lanes taking them from one queue. ``spent_before``: the time of the
-        BERT batch and pause pass that made them, counted to the first."""
-        spent = [spent_before] + [0.0] * (len(sentences) - 1)
-        style, inputs = request.style_vector, request.inputs
-
-        def front(index: int, _lane: int | None = None) -> Fronted:
-            sequence, features = sentences[index].sequence, sentences[index].features
-            item = self._features.front(request.voice, sequence, features, style, inputs)
-            assert item is not None  # a voice with lanes has a split synthesizer on the host
-            return item
-
-        # Both lanes call the front session with every thread: its convolutions over a few
-        # hundred frames keep two threads busy only part of the time, and two sentences at once
-        # fill the gaps (fronts of the long text 2.14 -> 1.94 s here, docs/PERFORMANCE.md).
-        phones = [len(sentence.sequence.phones) for sentence in sentences]
-        each_sentence = list(range(len(sentences)))  # one front job per sentence
-        by_sentence = self._jobs(phones, each_sentence, front, len(sentences) > 1, spent)
-        fronted = [by_sentence[index] for index in each_sentence]
-        jobs = _decoder_jobs(fronted, request.voice.decoder_context)
-
-        def decode(job: int, lane: int | None = None) -> NDArray[np.float32]:
-            sentence, span, _ = jobs[job]
-            return request.voice.decode(fronted[sentence], span, lane)
-
-        frames = [decoded_frames for _, _, decoded_frames in jobs]
-        job_sentences = [sentence for sentence, _, _ in jobs]
-        decoded = self._jobs(frames, job_sentences, decode, lanes_pay(frames), spent)
-        return [
-            self._chunk(
-                sentence.sequence,
-                request.loudness.sentence().apply(
-                    np.concatenate(
-                        [decoded[j] for j, owner in enumerate(job_sentences) if owner == index]
-                    ),
-                    last=True,
-                ),
-                sentence.pause_before,
-                spent[index],
-                starts=True,
-                ends=True,
-            )
-            for index, sentence in enumerate(sentences)
-        ]
-
-    def _jobs(
-        self,
-        sizes: list[int],
-        owners: list[int],
-        run: Callable[[int, int | None], _Done],
-        on_lanes: bool,
-        spent: list[float],
-    ) -> dict[int, _Done]:
-        """Every job's result, longest (by ``sizes``) first: ``run(job, lane)`` on the lanes,
-        else ``run(job, None)`` one after the other; the time of each job is added to the
-        ``spent`` of the sentence that owns it."""
-        queue = deque(longest_first(sizes))
-        done: dict[int, _Done] = {}
-        while queue:
-            started = time.perf_counter()
-            if on_lanes:
-                turn = self._run(run_lanes, queue, run, lambda: not self._model_lock.awaited)
-            else:
-                job = queue.popleft()
-                turn = {job: self._run(run, job, None)}
-            share = (time.perf_counter() - started) / len(turn)
-            for job, result in turn.items():
-                done[job] = result
-                spent[owners[job]] += share
-        return done
 
     def _chunk(
         self,
@@ -649,17 +538,3 @@ class _StreamRuns:
 
         lead = self._playback.lead_s()
         return self._lock.cuttable(checked, 0.0 if lead is None else lead, expected_s)
-
-
-# A decoder run of whole-file synthesis: (sentence, its frames span, frames decoded with overlap).
-_DecoderJob = tuple[int, tuple[int, int], int]
-
-
-def _decoder_jobs(fronted: list[Fronted], context: int) -> list[_DecoderJob]:
-    """Every sentence's decoder runs in text order: whole, or in spans past MAX_DECODE_FRAMES."""
-    jobs: list[_DecoderJob] = []
-    for sentence, item in enumerate(fronted):
-        for span in decode_spans(item.frames, None, context, pieces.MAX_DECODE_FRAMES):
-            low, high = decode_window(span, item.frames, context)
-            jobs.append((sentence, span, high - low))
-    return jobs

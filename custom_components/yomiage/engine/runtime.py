@@ -16,12 +16,12 @@ import logging
 import os
 import platform
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnxruntime as ort
 
-from . import cuda_probe, device_graphs, lanes, optimize
+from . import cuda_probe, device_graphs, optimize
 from . import onnx_wire as wire
 from .decoder_graph import DecoderShape, DecoderSplit, read_split
 from .errors import BundleError, DeviceUnavailableError
@@ -81,8 +81,6 @@ class SplitSessions:
     decoder: ort.InferenceSession  # ``boundary`` (time-sliceable) -> audio
     boundary: tuple[str, ...]
     shape: DecoderShape
-    # The decoder again, for the lanes to run at once (lanes.py); None without lanes.
-    lane_decoder: ort.InferenceSession | None = None
 
 
 def _cache_enabled() -> bool:
@@ -97,19 +95,10 @@ class SessionFactory:
     threads: int | None = None
     cache_dir: Path | None = None  # None: optimize.default_cache_dir()
     use_cache: bool = field(default_factory=_cache_enabled)
-    decoder_lanes: bool = True  # split synthesizers get a lane decoder where the cores allow
 
     @property
     def intra_op_threads(self) -> int:
         return self.threads if self.threads else physical_cores()
-
-    @property
-    def lane_threads(self) -> int:
-        """Threads of the lanes' decoder session; 0: no lanes (off, one core, or off the CPU:
-        only CPU synthesizers are split)."""
-        if not self.decoder_lanes or self.device != "cpu":
-            return 0
-        return lanes.lane_threads(self.intra_op_threads)
 
     @property
     def providers(self) -> list[str | tuple[str, dict[str, str]]]:
@@ -167,20 +156,12 @@ class SessionFactory:
                 self._open(self._part_entry(path, part), self.mapped_options())
                 for part in ("front", "decoder")
             )
-            lane_decoder = self._lane_decoder(self._part_entry(path, "decoder"))
         except BundleError as err:
             _LOGGER.warning("Discarding cached split of %s: %s", path, err.problem)
             meta.unlink(missing_ok=True)
             return None
         shape = DecoderShape(hop=described["hop"], context=described["context"])
-        return SplitSessions(front, decoder, tuple(described["boundary"]), shape, lane_decoder)
-
-    def _lane_decoder(self, entry: Path) -> ort.InferenceSession | None:
-        """The cached decoder opened again with the lanes' threads (lanes.py), or None."""
-        if not self.lane_threads:
-            return None
-        for_lanes = replace(self, threads=self.lane_threads)
-        return for_lanes._open(entry, for_lanes.mapped_options())
+        return SplitSessions(front, decoder, tuple(described["boundary"]), shape)
 
     def _prepare_split(self, source: Path, meta: Path) -> None:
         """Cut ``source`` before its decoder, prepare both halves, then describe the cut."""

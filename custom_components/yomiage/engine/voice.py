@@ -20,7 +20,6 @@ from numpy.typing import NDArray
 from . import pieces
 from .bundle import SpeakerFiles
 from .errors import BundleError, UnknownVoiceError
-from .lanes import LANES
 from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_spans, decode_window
 from .runtime import SessionFactory, SplitSessions
 from .text.frontend import PhoneSequence
@@ -151,43 +150,15 @@ class Voice:
         ):
             yield DecodedPiece(self.decode(fronted, span, gate=gate), span[1] == fronted.frames)
 
-    @property
-    def lanes(self) -> int:
-        """Decoder runs that can go side by side (lanes.py); 0 when there are no lanes."""
-        split = self._split_sessions()
-        return 0 if split is None or split.lane_decoder is None else LANES
-
-    @property
-    def decoder_context(self) -> int:
-        """Latent frames of overlap a decoded span needs on each side (0: the graph is whole)."""
-        split = self._split_sessions()
-        return 0 if split is None else split.shape.context
-
-    def front(
-        self,
-        sequence: PhoneSequence,
-        bert: NDArray[np.float32],
-        style_vector: NDArray[np.float32],
-        inputs: ModelInputs,
-    ) -> Fronted | None:
-        """The sentence through the synthesizer's front; None when the graph is not split."""
-        split = self._split_sessions()
-        if split is None:
-            return None
-        return self._run_front(split, self._synthesizer_feeds(sequence, bert, style_vector, inputs))
-
     def decode(
         self,
         fronted: Fronted,
         span: tuple[int, int],
-        lane: int | None = None,
         gate: RunGate = run_plainly,
     ) -> NDArray[np.float32]:
         """Samples of the frames ``span`` of a fronted sentence, decoded with ``context`` frames
         of overlap either side (the decoder's receptive field), trimmed off again: together the
-        spans give the samples of one whole run. ``lane``: on one of the lanes (lanes.py; they
-        share a session of their own), else on the decoder with every thread. ``gate`` starts
-        the run (turns.py)."""
+        spans give the samples of one whole run. ``gate`` starts the run (turns.py)."""
         split = self._split_sessions()
         assert split is not None  # a Fronted comes from a split synthesizer
         start, stop = span
@@ -197,14 +168,13 @@ class Voice:
             name: value[..., low:high] if value.shape[-1] == frames else value
             for name, value in fronted.boundary.items()
         }
-        decoder = split.decoder if lane is None else (split.lane_decoder or split.decoder)
+        decoder = split.decoder
         started = time.perf_counter()
         (audio,) = gate(
             lambda options: decoder.run(None, window, options),
             self._decode_speed.expected_s(high - low),
         )
-        if decoder is split.decoder:  # the speed streaming plans with: every thread on one run
-            self._decode_speed.record(high - low, time.perf_counter() - started)
+        self._decode_speed.record(high - low, time.perf_counter() - started)
         samples = np.asarray(audio, dtype=np.float32).reshape(-1)
         return samples[(start - low) * hop : (stop - low) * hop]
 

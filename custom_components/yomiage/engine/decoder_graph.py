@@ -185,9 +185,13 @@ class _Parsed:
             if self._keeps(position, item, keep, read, made, bool(outputs), bool(inputs)):
                 out.add(item.raw)
         for name in inputs:
-            out.add(wire.bytes_field(wire.GRAPH_INPUT, _float_value_info(name)))
+            out.add(
+                wire.bytes_field(wire.GRAPH_INPUT, wire.value_info(name, wire.TENSOR_FLOAT, None))
+            )
         for name in outputs:
-            out.add(wire.bytes_field(wire.GRAPH_OUTPUT, _float_value_info(name)))
+            out.add(
+                wire.bytes_field(wire.GRAPH_OUTPUT, wire.value_info(name, wire.TENSOR_FLOAT, None))
+            )
         return out
 
     def _keeps(
@@ -211,11 +215,3 @@ class _Parsed:
         if item.number == wire.GRAPH_VALUE_INFO:
             return wire.value_info_rank(item)[0] in made
         return True
-
-
-def _float_value_info(name: str) -> bytes:
-    tensor_type = wire.varint_field(1, FLOAT)  # TypeProto.Tensor.elem_type, shape left open
-    type_proto = wire.bytes_field(wire.TYPE_TENSOR, tensor_type)
-    return wire.text_field(wire.VALUE_INFO_NAME, name) + wire.bytes_field(
-        wire.VALUE_INFO_TYPE, type_proto
-    )

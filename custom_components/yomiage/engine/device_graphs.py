@@ -16,28 +16,23 @@ from . import onnx_wire as wire
 
 OPSET = 17  # Unsqueeze takes its axes as an input from opset 13 on
 IR_VERSION = 8  # the IR version that goes with opset 17
-FLOAT = 1  # TensorProto.FLOAT
 
 # onnx.proto fields not named in onnx_wire
 MODEL_IR_VERSION, MODEL_PRODUCER = 1, 2
 GRAPH_NAME = 2
-ATTR_TYPE_INT = 2
-TENSOR_ELEM_TYPE, DIM_VALUE, DIM_PARAM = 1, 1, 2
 
 SPREAD_INPUTS = ("hidden", "index")
 SPREAD_OUTPUT = "bert"
 PROBE_INPUT, PROBE_OUTPUT = "x", "y"
-
-Dim = int | str  # a fixed size or a symbolic name
 
 
 def spread_graph() -> bytes:
     """The serialised ModelProto of the spread graph (see the module docstring)."""
     hidden, index = SPREAD_INPUTS
     nodes = [
-        wire.node_field("Flatten", [hidden], ["rows"], attributes=[int_attribute("axis", 2)]),
+        wire.node_field("Flatten", [hidden], ["rows"], attributes=[wire.int_attribute("axis", 2)]),
         wire.node_field(
-            "Gather", ["rows", index], ["picked"], attributes=[int_attribute("axis", 0)]
+            "Gather", ["rows", index], ["picked"], attributes=[wire.int_attribute("axis", 0)]
         ),
         wire.node_field(
             "Transpose", ["picked"], ["spread"], attributes=[wire.ints_attribute("perm", [1, 0])]
@@ -48,10 +43,10 @@ def spread_graph() -> bytes:
         "spread_over_phones",
         nodes,
         inputs=[
-            value_info(hidden, FLOAT, ["sentences", "tokens", "hidden_size"]),
-            value_info(index, wire.TENSOR_INT64, ["phones"]),
+            wire.value_info(hidden, wire.TENSOR_FLOAT, ["sentences", "tokens", "hidden_size"]),
+            wire.value_info(index, wire.TENSOR_INT64, ["phones"]),
         ],
-        outputs=[value_info(SPREAD_OUTPUT, FLOAT, [1, "hidden_size", "phones"])],
+        outputs=[wire.value_info(SPREAD_OUTPUT, wire.TENSOR_FLOAT, [1, "hidden_size", "phones"])],
         initializers=[wire.int64_tensor("batch_axis", [0])],
     )
 
@@ -61,8 +56,8 @@ def probe_graph() -> bytes:
     return model(
         "probe",
         [wire.node_field("Mul", [PROBE_INPUT, PROBE_INPUT], [PROBE_OUTPUT])],
-        inputs=[value_info(PROBE_INPUT, FLOAT, ["n"])],
-        outputs=[value_info(PROBE_OUTPUT, FLOAT, ["n"])],
+        inputs=[wire.value_info(PROBE_INPUT, wire.TENSOR_FLOAT, ["n"])],
+        outputs=[wire.value_info(PROBE_OUTPUT, wire.TENSOR_FLOAT, ["n"])],
     )
 
 
@@ -86,26 +81,3 @@ def model(
         + wire.bytes_field(wire.MODEL_GRAPH, graph)
         + wire.bytes_field(wire.MODEL_OPSET_IMPORT, opset)
     )
-
-
-def value_info(name: str, elem_type: int, shape: Sequence[Dim]) -> bytes:
-    """A ValueInfoProto payload: a tensor of ``elem_type`` with fixed or symbolic dimensions."""
-    dims = b"".join(wire.bytes_field(wire.SHAPE_DIM, _dimension(dim)) for dim in shape)
-    tensor_type = wire.varint_field(TENSOR_ELEM_TYPE, elem_type)
-    tensor_type += wire.bytes_field(wire.TENSOR_TYPE_SHAPE, dims)
-    type_proto = wire.bytes_field(wire.TYPE_TENSOR, tensor_type)
-    return wire.text_field(wire.VALUE_INFO_NAME, name) + wire.bytes_field(
-        wire.VALUE_INFO_TYPE, type_proto
-    )
-
-
-def int_attribute(name: str, value: int) -> bytes:
-    body = wire.text_field(wire.ATTR_NAME, name) + wire.varint_field(wire.ATTR_I, value)
-    body += wire.varint_field(wire.ATTR_TYPE, ATTR_TYPE_INT)
-    return wire.bytes_field(wire.NODE_ATTRIBUTE, body)
-
-
-def _dimension(dim: Dim) -> bytes:
-    if isinstance(dim, int):
-        return wire.varint_field(DIM_VALUE, dim)
-    return wire.text_field(DIM_PARAM, dim)

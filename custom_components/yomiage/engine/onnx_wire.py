@@ -333,20 +333,28 @@ def float_tensor(name: str, dims: Sequence[int], values: Sequence[float]) -> byt
     return bytes_field(GRAPH_INITIALIZER, body)
 
 
+def value_info(name: str, elem_type: int, dims: Sequence[int | str] | None) -> bytes:
+    """A ValueInfoProto payload: a tensor of ``elem_type`` with fixed or symbolic dimensions
+    (None: its shape left open)."""
+    tensor_type = varint_field(TENSOR_TYPE_ELEM_TYPE, elem_type)
+    if dims is not None:
+        shape = b"".join(
+            bytes_field(
+                SHAPE_DIM,
+                varint_field(DIM_VALUE, dim)
+                if isinstance(dim, int)
+                else text_field(DIM_PARAM, dim),
+            )
+            for dim in dims
+        )
+        tensor_type += bytes_field(TENSOR_TYPE_SHAPE, shape)
+    body = text_field(VALUE_INFO_NAME, name)
+    return body + bytes_field(VALUE_INFO_TYPE, bytes_field(TYPE_TENSOR, tensor_type))
+
+
 def float_value_info(name: str, dims: Sequence[int | str]) -> bytes:
     """A GraphProto value_info field declaring a float tensor's shape (numbers or symbols)."""
-    shape = b"".join(
-        bytes_field(
-            SHAPE_DIM,
-            varint_field(DIM_VALUE, dim) if isinstance(dim, int) else text_field(DIM_PARAM, dim),
-        )
-        for dim in dims
-    )
-    tensor_type = varint_field(TENSOR_TYPE_ELEM_TYPE, TENSOR_FLOAT)
-    tensor_type += bytes_field(TENSOR_TYPE_SHAPE, shape)
-    body = text_field(VALUE_INFO_NAME, name)
-    body += bytes_field(VALUE_INFO_TYPE, bytes_field(TYPE_TENSOR, tensor_type))
-    return bytes_field(GRAPH_VALUE_INFO, body)
+    return bytes_field(GRAPH_VALUE_INFO, value_info(name, TENSOR_FLOAT, dims))
 
 
 def int_attribute(name: str, value: int) -> bytes:

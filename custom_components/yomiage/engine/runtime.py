@@ -285,8 +285,8 @@ def has_blocked_kernels() -> bool:
     graph = device_graphs.model(
         "blocked_probe",
         [conv],
-        inputs=[device_graphs.value_info("x", device_graphs.FLOAT, shape)],
-        outputs=[device_graphs.value_info("y", device_graphs.FLOAT, shape)],
+        inputs=[wire.value_info("x", wire.TENSOR_FLOAT, shape)],
+        outputs=[wire.value_info("y", wire.TENSOR_FLOAT, shape)],
         initializers=[weight],
     )
     with tempfile.TemporaryDirectory(prefix="yomiage-probe-") as scratch:

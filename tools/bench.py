@@ -345,14 +345,7 @@ def targets(ours: Figures, peer: Figures) -> list[Target]:
         first = ours.texts[TTFA_TEXT]["first_audio_s"]
         whole = peer.texts[TTFA_TEXT]["compute_s"]
         found.append(
-            Target(
-                "first audio, Assist reply (s; peer: whole generate)",
-                first,
-                whole,
-                first / whole,
-                "<= 0.25",
-                first / whole <= 0.25,
-            )
+            _at_most("first audio, Assist reply (s; peer: whole generate)", first, whole, 0.25)
         )
     found += _stream_targets(ours, peer)
     if ours.during and peer.during and TTFA_TEXT in ours.texts:
@@ -368,37 +361,17 @@ def targets(ours: Figures, peer: Figures) -> list[Target]:
                 during <= 1.5 * alone,
             )
         )
-    found.append(
-        Target(
-            "peak RSS after synthesis (MB)",
-            ours.peak_end_mb,
-            peer.peak_end_mb,
-            ours.peak_end_mb / peer.peak_end_mb,
-            "<= 0.85",
-            ours.peak_end_mb <= 0.85 * peer.peak_end_mb,
-        )
-    )
-    found.append(
-        Target(
-            "private memory after synthesis (MB)",
-            ours.anon_end_mb,
-            peer.anon_end_mb,
-            ours.anon_end_mb / peer.anon_end_mb,
-            "<= 0.4",
-            ours.anon_end_mb <= 0.4 * peer.anon_end_mb,
-        )
-    )
-    found.append(
-        Target(
-            "cold load, start to ready (s)",
-            ours.ready_s,
-            peer.ready_s,
-            ours.ready_s / peer.ready_s,
-            "<= 0.7",
-            ours.ready_s <= 0.7 * peer.ready_s,
-        )
-    )
-    return found
+    return [
+        *found,
+        _at_most("peak RSS after synthesis (MB)", ours.peak_end_mb, peer.peak_end_mb, 0.85),
+        _at_most("private memory after synthesis (MB)", ours.anon_end_mb, peer.anon_end_mb, 0.4),
+        _at_most("cold load, start to ready (s)", ours.ready_s, peer.ready_s, 0.7),
+    ]
+
+
+def _at_most(name: str, ours: float, peer: float, limit: float) -> Target:
+    """A target met when ours is at most ``limit`` times the peer's."""
+    return Target(name, ours, peer, ours / peer, f"<= {limit:g}", ours <= limit * peer)
 
 
 def _stream_targets(ours: Figures, peer: Figures) -> list[Target]:

@@ -494,9 +494,8 @@ def _during_table(table: dict[str, Figures], moments: Sequence[float]) -> list[s
         return []
     at = ", ".join(f"{moment:g}" for moment in moments)
     lines = [
-        f"Also measured, not a target: the {TTFA_TEXT} reply asked for while the {SPEED_TEXT} "
-        f"text streams to its end as an announcement (at {at} s into it; one process serves "
-        "both):",
+        f"The {TTFA_TEXT} reply asked for while the {SPEED_TEXT} text streams to its end as an "
+        f"announcement (at {at} s into it; one process serves both; its median is a target):",
         "",
         "| engine | first audio of the reply, median s | worst s | alone s "
         "| announcement's playback waits, worst s |",

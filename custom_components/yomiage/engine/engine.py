@@ -378,7 +378,7 @@ class Engine:
     ) -> Iterator[tuple[PhoneSequence, CharFeatures]]:
         """Each sentence with its BERT features, lazily: the first in a batch of its own, so that
         its audio does not wait for the other sentences' BERT (a whole announcement arrives as
-        one piece: 0.9 s of BERT for eight sentences here), then a batch per pause window
+        one piece), then a batch per pause window
         (the sentences it adds), each run when its first sentence is asked for: a batch never
         holds more than a window of text, however long the text. ``windows``: the sequences'
         ``pause_windows``."""

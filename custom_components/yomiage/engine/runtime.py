@@ -112,8 +112,7 @@ class SessionFactory:
         options.intra_op_num_threads = self.intra_op_threads
         options.inter_op_num_threads = 1
         # No memory patterns: one is planned and kept per input shape, and every sentence has
-        # its own; a long text's many shapes grew the peak (full bundle: +100 MB streaming the
-        # long text) for ~4 % speed (docs/PERFORMANCE.md).
+        # its own, so a long text's many shapes grew the peak (docs/PERFORMANCE.md).
         options.enable_mem_pattern = False
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.log_severity_level = 3  # onnxruntime's warnings about unused initialisers are noise
@@ -246,8 +245,8 @@ class SessionFactory:
 @functools.cache
 def _shared_cpu_arena() -> bool:
     """One memory arena for every CPU session of the process (registered once): the sessions
-    take turns, so each need not keep an arena of its own sized for its largest run; measured
-    -110 MB peak for a long text (docs/PERFORMANCE.md)."""
+    take turns, so each need not keep an arena of its own sized for its largest run
+    (docs/PERFORMANCE.md)."""
     memory = ort.OrtMemoryInfo(
         "Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT
     )

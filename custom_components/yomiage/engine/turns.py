@@ -3,7 +3,7 @@ every core.
 
 Requests take turns first come first served, but a listener waiting for its first audio (an
 Assist reply) goes before the decoder runs of a stream somebody already hears (an
-announcement's next sentence: ~1.5 s of decoding here, ~4x that on a Pi). A decoder run that
+announcement's next sentence, seconds of decoding on a slow box). A decoder run that
 has not started waits for such a request: the announcement's piece comes later by the
 request's first turn, its next pieces no later. A run in progress can be *cut*: the waiting
 request sets onnxruntime's terminate flag on it (the run stops within milliseconds, between two

@@ -132,7 +132,7 @@ def _local_folder(folder: str) -> Path:
 
 
 def _yomiage(*args: str) -> list[str]:
-    return [sys.executable, "-m", "yomiage_engine.cli", *args]
+    return [sys.executable, "-m", "yomiage.cli", *args]
 
 
 def fetch_command(plan: VoicesPlan, options: AddonOptions) -> list[str]:
@@ -142,7 +142,7 @@ def fetch_command(plan: VoicesPlan, options: AddonOptions) -> list[str]:
 
 
 def serve_command(plan: VoicesPlan, options: AddonOptions, port: int) -> list[str]:
-    command = [sys.executable, "-m", "yomiage_engine.wyoming_server"]
+    command = [sys.executable, "-m", "yomiage.wyoming_server"]
     command += ["--uri", f"tcp://0.0.0.0:{port}", "--bundle", str(plan.bundle)]
     command += ["--graph-cache", str(plan.prepared_graphs)]
     if options.threads is not None:

@@ -67,7 +67,8 @@ async def _through_server(engine: Any, text: str) -> float:
     from wyoming.client import AsyncTcpClient
     from wyoming.error import Error
     from wyoming.tts import Synthesize
-    from yomiage_engine.wyoming_server import WyomingTtsServer
+
+    from yomiage.wyoming_server import WyomingTtsServer
 
     server = WyomingTtsServer(engine)
     await server.start("tcp://127.0.0.1:0")

@@ -13,7 +13,7 @@ another machine) can; this client speaks the Wyoming protocol to it with the ``w
 
 One connection per request, as Home Assistant's own Wyoming client does: a request never waits
 behind another's unread audio, and a server restart costs nothing but the request it cut.
-The synthesis options a request sets travel in ``yomiage_options`` (engine/wyoming_protocol.py);
+The synthesis options a request sets travel in ``yomiage_options`` (engine/wyoming_contract.py);
 the server's own settings decide the others.
 """
 
@@ -36,7 +36,7 @@ from .backend import RequestOptions, SpeechPiece
 from .const import CONF_VOICE
 from .engine.errors import UnknownVoiceError, YomiageError
 from .engine.text.split import split_sentences
-from .engine.wyoming_protocol import (
+from .engine.wyoming_contract import (
     LANGUAGE,
     PROGRAM,
     SYNTHESIZE_CHUNK,

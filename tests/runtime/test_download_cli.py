@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from yomiage_engine.download import Progress, local_bundle
 
-from custom_components.yomiage.engine.cli import main
-from custom_components.yomiage.engine.download import Progress, local_bundle
-from custom_components.yomiage.engine.download_cli import ProgressBar
+from yomiage.cli import main
+from yomiage.download_cli import ProgressBar
 
 from .fakehub import FakeHub, FakeRepo
 from .test_download import REPO, hub_settings, voices_files

@@ -19,7 +19,7 @@ from .common import SAMPLE_RATE, THREE_SENTENCES
 
 def _yomiage(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "yomiage_engine.cli", *args],
+        [sys.executable, "-m", "yomiage.cli", *args],
         capture_output=True,
         text=True,
         timeout=300,

@@ -185,7 +185,7 @@ def test_cli_with_cuda_requested_exits_2_naming_cuda(tiny_bundle: Path, tmp_path
     out = tmp_path / "x.wav"
     args = ["say", "はい", "--bundle", str(tiny_bundle), "--device", "cuda", "-o", str(out)]
     result = subprocess.run(
-        [sys.executable, "-m", "yomiage_engine.cli", *args],
+        [sys.executable, "-m", "yomiage.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -2,7 +2,7 @@
 integration still loads, the flow offers a Yomiage Wyoming server, and that server speaks through
 Home Assistant's real tts component.
 
-The server is the real one (``yomiage_engine.wyoming_server`` on the tiny bundle), in a process of
+The server is the real one (``yomiage.wyoming_server`` on the tiny bundle), in a process of
 its own on 127.0.0.1, as the add-on runs it. What it sends a plain ``wyoming`` client is the
 reference for what Home Assistant must get.
 """
@@ -75,7 +75,7 @@ def server_port(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     """A Yomiage Wyoming server on a free loopback port (noise off: equal requests, equal audio)."""
     log = tmp_path_factory.mktemp("server") / "server.log"
     command = [
-        *(sys.executable, "-m", "yomiage_engine.wyoming_server"),
+        *(sys.executable, "-m", "yomiage.wyoming_server"),
         *("--uri", f"tcp://{HOST}:0", "--bundle", str(tiny_bundle)),
         *("--device", "cpu", "--threads", "1", "--noise", "0", "--noise-w", "0"),
     ]

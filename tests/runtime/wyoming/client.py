@@ -12,10 +12,10 @@ from wyoming.audio import AudioChunk, AudioStart
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 from wyoming.tts import Synthesize, SynthesizeVoice
+from yomiage_engine.engine import Engine
+from yomiage_engine.options import SynthesisOptions
 
-from custom_components.yomiage.engine.engine import Engine
-from custom_components.yomiage.engine.options import SynthesisOptions
-from custom_components.yomiage.engine.wyoming_server import WyomingTtsServer
+from yomiage.wyoming_server import WyomingTtsServer
 
 QUIET = SynthesisOptions(noise=0.0, noise_w=0.0)  # deterministic graphs
 TIMEOUT_S = 30.0

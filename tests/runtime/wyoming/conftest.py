@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from yomiage_engine.engine import Engine
 
-from custom_components.yomiage.engine.engine import Engine
-from custom_components.yomiage.engine.wyoming_server import WyomingTtsServer
+from yomiage.wyoming_server import WyomingTtsServer
 
 from .client import QUIET
 

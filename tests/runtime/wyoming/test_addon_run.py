@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from custom_components.yomiage.engine.download_cli import add_subcommands
-from custom_components.yomiage.engine.wyoming_server import WyomingTtsServer, add_serve_command
+from yomiage.download_cli import add_subcommands
+from yomiage.wyoming_server import WyomingTtsServer, add_serve_command
 
 from .addon import ADDON, RUN_SCRIPT, load_run_script
 from .client import address
@@ -119,7 +119,7 @@ def test_commands_are_the_ones_the_cli_understands(run: ModuleType, tmp_path: Pa
     add_serve_command(commands)
 
     fetch = run.fetch_command(plan, options)
-    assert fetch[:3] == [sys.executable, "-m", "yomiage_engine.cli"]
+    assert fetch[:3] == [sys.executable, "-m", "yomiage.cli"]
     fetched = parser.parse_args(fetch[3:])
     assert (fetched.repo, fetched.speakers, fetched.model_dir) == (
         "me/my-voices",
@@ -128,7 +128,7 @@ def test_commands_are_the_ones_the_cli_understands(run: ModuleType, tmp_path: Pa
     )
 
     serve = run.serve_command(plan, options, 10200)
-    assert serve[:3] == [sys.executable, "-m", "yomiage_engine.wyoming_server"]
+    assert serve[:3] == [sys.executable, "-m", "yomiage.wyoming_server"]
     served = parser.parse_args(["serve", *serve[3:]])
     assert (served.uri, served.bundle, served.threads, served.debug) == (
         "tcp://0.0.0.0:10200",

@@ -9,10 +9,10 @@ from contextlib import asynccontextmanager
 
 import pytest
 from wyoming.event import Event, async_read_event
+from yomiage_engine.engine import Engine
 
-from custom_components.yomiage.engine.engine import Engine
-from custom_components.yomiage.engine.wyoming_protocol import MAX_PAYLOAD_BYTES
-from custom_components.yomiage.engine.wyoming_server import WyomingTtsServer
+from yomiage.wyoming_protocol import MAX_PAYLOAD_BYTES
+from yomiage.wyoming_server import WyomingTtsServer
 
 from .client import TIMEOUT_S, address, engine_pcm
 from .conftest import ERROR_GRACE_S

@@ -18,10 +18,10 @@ from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.service_info.hassio import HassioServiceInfo
 from homeassistant.setup import async_setup_component
+from yomiage_engine.engine import Engine
+from yomiage_engine.text.split import split_sentences
 
-from custom_components.yomiage.engine.engine import Engine
-from custom_components.yomiage.engine.text.split import split_sentences
-from custom_components.yomiage.engine.wyoming_server import WyomingTtsServer
+from yomiage.wyoming_server import WyomingTtsServer
 
 from ..wav import read_wav
 from .client import THREE_SENTENCES, address, engine_pcm, engine_stream_pcm

@@ -15,11 +15,11 @@ import pytest
 from wyoming.event import Event
 from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeVoice
+from yomiage_engine.engine import Engine
+from yomiage_engine.errors import InvalidOptionError, UnknownVoiceError
 
-from custom_components.yomiage.engine.engine import Engine
-from custom_components.yomiage.engine.errors import InvalidOptionError, UnknownVoiceError
-from custom_components.yomiage.engine.wyoming_protocol import SAMPLES_PER_CHUNK
-from custom_components.yomiage.engine.wyoming_server import (
+from yomiage.wyoming_protocol import SAMPLES_PER_CHUNK
+from yomiage.wyoming_server import (
     WyomingTtsServer,
     add_serve_command,
     main,

@@ -12,9 +12,9 @@ from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 from wyoming.info import Describe
 from wyoming.tts import Synthesize
+from yomiage_engine.engine import Engine
 
-from custom_components.yomiage.engine.engine import Engine
-from custom_components.yomiage.engine.wyoming_server import WyomingTtsServer
+from yomiage.wyoming_server import WyomingTtsServer
 
 from .client import Reply, connect, engine_stream_pcm, read, read_until, wait_until_idle
 

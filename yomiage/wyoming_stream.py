@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
-from .arriving import ArrivingText
-from .options import SynthesisOptions
-from .results import AudioChunk
+from yomiage_engine.arriving import ArrivingText
+from yomiage_engine.options import SynthesisOptions
+from yomiage_engine.results import AudioChunk
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from yomiage_engine.engine import Engine
 
 
 class TextStream(ArrivingText):

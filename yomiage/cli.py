@@ -13,9 +13,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from yomiage_engine.errors import InvalidOptionError, YomiageError
+from yomiage_engine.results import AudioChunk, sentence_reports
+
 from .command_flags import add_engine_flags, add_synthesis_flags, engine_from, synthesis_options
-from .errors import InvalidOptionError, YomiageError
-from .results import AudioChunk, sentence_reports
 
 EXIT_BAD_INPUT = 2
 
@@ -167,10 +168,10 @@ def _summary(
 
 
 def _read(args: argparse.Namespace) -> int:
-    from .text.frontend import Frontend
+    from yomiage_engine.text.frontend import Frontend
 
     if args.user_dict is not None:
-        from .text.readings.user_dict import UserDictionary
+        from yomiage_engine.text.readings.user_dict import UserDictionary
 
         UserDictionary.from_file(args.user_dict).apply()
     frontend = Frontend()

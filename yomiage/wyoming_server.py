@@ -1,7 +1,7 @@
 """Wyoming text-to-speech server: the engine for Home Assistant OS (the add-on) and Wyoming clients.
 
 ``yomiage serve --uri tcp://0.0.0.0:10200 --bundle DIR`` (or ``python -m
-yomiage_engine.wyoming_server`` with the same arguments). What a client gets:
+yomiage.wyoming_server`` with the same arguments). What a client gets:
 
 - ``describe`` → ``info``: every speaker/style of the bundle is a voice (language ``ja``), and
   streaming text input is advertised.
@@ -39,16 +39,18 @@ from urllib.parse import urlparse
 
 from wyoming.event import Event, async_write_event
 from wyoming.ping import Pong
-
-from .command_flags import add_engine_flags, add_synthesis_flags, engine_from, synthesis_options
-from .errors import InvalidOptionError, UnknownVoiceError, YomiageError
-from .options import SynthesisOptions
-from .results import AudioChunk
-from .wyoming_protocol import (
+from yomiage_engine.errors import InvalidOptionError, UnknownVoiceError, YomiageError
+from yomiage_engine.options import SynthesisOptions
+from yomiage_engine.results import AudioChunk
+from yomiage_engine.wyoming_contract import (
     SYNTHESIZE,
     SYNTHESIZE_CHUNK,
     SYNTHESIZE_START,
     SYNTHESIZE_STOP,
+)
+
+from .command_flags import add_engine_flags, add_synthesis_flags, engine_from, synthesis_options
+from .wyoming_protocol import (
     MalformedEventError,
     RequestError,
     audio_chunks,
@@ -65,7 +67,7 @@ from .wyoming_protocol import (
 from .wyoming_stream import TextStream, close_chunks
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from yomiage_engine.engine import Engine
 
 _LOGGER = logging.getLogger(__name__)
 

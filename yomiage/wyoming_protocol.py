@@ -3,16 +3,8 @@
 Events are a JSON header line, optionally followed by ``data_length`` bytes of extra JSON data and
 ``payload_length`` bytes of payload. The ``wyoming`` library's reader ends the connection on the
 first line it cannot parse; ours consumes a bad event whole and reports it, so the client gets an
-``error`` event and can go on.
-
-wyoming 1.5.4 (the version Home Assistant 2025.4 pins) has no classes for streaming text input, so
-their type names are defined here; they are plain events on the wire (``synthesize-start``,
-``synthesize-chunk`` with ``text``, ``synthesize-stop``, answered by ``synthesize-stopped``).
-
-``synthesize`` and ``synthesize-start`` may carry ``yomiage_options``: a JSON object of synthesis
-options by their ``SynthesisOptions`` names (speed, style_weight, sdp_ratio, noise, noise_w,
-pause_scale, volume, lead_silence, normalize) over the server's settings for that request. Other
-clients send none and get the server's settings.
+``error`` event and can go on. The event names and the ``yomiage_options`` key it shares with
+the integration's client: ``yomiage_engine.wyoming_contract``.
 """
 
 from __future__ import annotations
@@ -26,18 +18,14 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
 from wyoming.event import Event
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
+from yomiage_engine.wav import PCM_SAMPLE_WIDTH
+from yomiage_engine.wyoming_contract import (
+    LANGUAGE,
+    PROGRAM,
+    SYNTHESIZE_STOPPED,
+    YOMIAGE_OPTIONS,
+)
 
-from .wav import PCM_SAMPLE_WIDTH
-
-PROGRAM = "yomiage"  # the tts program a Yomiage server describes itself as
-SYNTHESIZE = "synthesize"
-SYNTHESIZE_START = "synthesize-start"
-SYNTHESIZE_CHUNK = "synthesize-chunk"
-SYNTHESIZE_STOP = "synthesize-stop"
-SYNTHESIZE_STOPPED = "synthesize-stopped"
-YOMIAGE_OPTIONS = "yomiage_options"
-
-LANGUAGE = "ja"
 PCM_CHANNELS = 1
 SAMPLES_PER_CHUNK = 2048  # ≈ 46 ms at 44.1 kHz per audio-chunk event
 MAX_DATA_BYTES = 1 << 20  # a request's JSON; the engine refuses texts long before this

@@ -45,7 +45,8 @@ def synthesis_defaults(
         if name in options or complete:
             values[name] = float(options.get(name, _SYNTHESIS_DEFAULTS[name]))
     if CONF_NORMALIZE in options or complete:
-        values[CONF_NORMALIZE] = bool(options.get(CONF_NORMALIZE, True))
+        default = _SYNTHESIS_DEFAULTS[CONF_NORMALIZE]
+        values[CONF_NORMALIZE] = bool(options.get(CONF_NORMALIZE, default))
     return values
 
 

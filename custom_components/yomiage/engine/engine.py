@@ -88,13 +88,11 @@ class _Playback:
 
 @dataclass(frozen=True)
 class _Paused:
-    """A sentence ready for the synthesizer: its BERT features and the pause before it;
-    ``window_ends``: the last sentence its pause window adds."""
+    """A sentence ready for the synthesizer: its BERT features and the pause before it."""
 
     sequence: PhoneSequence
     features: CharFeatures
     pause_before: float
-    window_ends: bool
 
 
 @dataclass
@@ -393,17 +391,17 @@ class Engine:
     def _paused(self, sequences: list[PhoneSequence], request: _Request) -> Iterator[_Paused]:
         """Each sentence with its BERT features and the pause before it, lazily, a pause window
         at a time: a window's BERT batch and pause pass run when its first sentence is asked
-        for (the first sentence comes before, with no pause)."""
+        for (the first sentence comes before, after the lead silence)."""
         windows = pause_windows([len(s.text) for s in sequences])
         featured = self._first_alone(sequences, windows)
         last = next(featured)
-        yield _Paused(*last, request.lead_s, window_ends=not windows)
+        yield _Paused(*last, request.lead_s)
         for window in windows:
             part = [last, *itertools.islice(featured, len(window) - 1)]
             pauses = self._window_pauses(part, request)
             for index in range(1, len(part)):
                 sequence, features = part[index]
-                yield _Paused(sequence, features, pauses[index], window_ends=index == len(part) - 1)
+                yield _Paused(sequence, features, pauses[index])
             last = part[-1]
 
     def _sentence(

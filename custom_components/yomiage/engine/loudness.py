@@ -76,15 +76,18 @@ class Leveller:
         """The gain of a sentence that starts with ``basis``, after the sentences measured."""
         if not self.normalize:
             return float(10 ** (self._volume_db / 20))
-        steps = np.concatenate((self._steps, step_energies(basis, self.sample_rate)))
-        loudness = integrated_loudness(steps, self.sample_rate)
+        basis_steps = step_energies(basis, self.sample_rate)
+        loudness = integrated_loudness(np.concatenate((self._steps, basis_steps)), self.sample_rate)
         gain_db = gain_db_for(loudness, TARGET_LUFS + self._volume_db)
-        return float(10 ** ((gain_db + self._limiter_loss_db(basis, gain_db)) / 20))
+        before = integrated_loudness(basis_steps, self.sample_rate)
+        return float(10 ** ((gain_db + self._limiter_loss_db(basis, before, gain_db)) / 20))
 
-    def _limiter_loss_db(self, basis: NDArray[np.float32], gain_db: float) -> float:
+    def _limiter_loss_db(
+        self, basis: NDArray[np.float32], before: float | None, gain_db: float
+    ) -> float:
         """What the limiter will take off the sentence's loudness at ``gain_db``, judged on its
-        start (so that a quieter ``volume`` stays that much quieter where peaks are limited)."""
-        before = integrated_loudness(step_energies(basis, self.sample_rate), self.sample_rate)
+        start (loudness ``before``), so that a quieter ``volume`` stays that much quieter where
+        peaks are limited."""
         if before is None:
             return 0.0
         loss = 0.0
@@ -99,8 +102,7 @@ class Leveller:
 
     def measure(self, sentence: NDArray[np.float32]) -> None:
         """Add a whole sentence's raw audio to the message's measure."""
-        if self.normalize:
-            self._steps = np.concatenate((self._steps, step_energies(sentence, self.sample_rate)))
+        self._steps = np.concatenate((self._steps, step_energies(sentence, self.sample_rate)))
 
 
 class SentenceLevel:
@@ -119,13 +121,12 @@ class SentenceLevel:
     def apply(self, samples: NDArray[np.float32], last: bool) -> NDArray[np.float32]:
         if self._gain is None:
             self._gain = self._message.gain_for(samples[: self._message.basis])
-        if self._limiter is not None:
-            self._raw.append(samples)
-            if last:
-                self._message.measure(np.concatenate(self._raw))
-                self._raw = []
         if self._limiter is None:
             return samples if self._gain == 1.0 else (samples * self._gain).astype(np.float32)
+        self._raw.append(samples)
+        if last:
+            self._message.measure(np.concatenate(self._raw))
+            self._raw = []
         gained = samples.astype(np.float64) * self._gain
         return self._limiter.apply(gained, last).astype(np.float32)
 

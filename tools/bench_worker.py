@@ -51,8 +51,8 @@ def memory() -> dict[str, int]:
 
 class Yomiage:
     def __init__(self, bundle: Path, voice: str) -> None:
-        from yomiage_engine.engine import Engine as YomiageEngine
-        from yomiage_engine.options import SynthesisOptions
+        from yomiage_engine import Engine as YomiageEngine
+        from yomiage_engine import SynthesisOptions
 
         self.imported = time.perf_counter()
         self.engine = YomiageEngine(bundle, device="cpu")

@@ -95,7 +95,7 @@ class CheckError(Exception):
 class EngineApi:
     """The three things the check needs from the engine."""
 
-    engine: Any  # yomiage_engine.engine.Engine
+    engine: Any  # yomiage_engine.synthesis.engine.Engine
     quiet: Any  # SynthesisOptions with noise off: CPU and CUDA audio comparable
     cuda_problem: Callable[[], str | None]
     warm_up_text: str  # what a CUDA engine speaks at load
@@ -118,11 +118,11 @@ def engine_api() -> EngineApi:
         package = importlib.util.module_from_spec(spec)
         sys.modules["yomiage_engine"] = package
         spec.loader.exec_module(package)
-    engine = importlib.import_module("yomiage_engine.engine")
-    options = importlib.import_module("yomiage_engine.options")
-    probe = importlib.import_module("yomiage_engine.cuda_probe")
-    quiet = options.SynthesisOptions(noise=0.0, noise_w=0.0)
-    return EngineApi(engine.Engine, quiet, probe.cuda_problem, engine._WARM_UP_TEXT, openjtalk)
+    api = importlib.import_module("yomiage_engine")
+    engine = importlib.import_module("yomiage_engine.synthesis.engine")
+    probe = importlib.import_module("yomiage_engine.onnx.cuda_probe")
+    quiet = api.SynthesisOptions(noise=0.0, noise_w=0.0)
+    return EngineApi(api.Engine, quiet, probe.cuda_problem, engine._WARM_UP_TEXT, openjtalk)
 
 
 def openjtalk_source() -> str:

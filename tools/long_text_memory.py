@@ -36,7 +36,7 @@ def long_text(chars: int) -> str:
 
 def measure(bundle: Path, path: str, chars: int) -> dict[str, Any]:
     """One request in this process; peak and current RSS after it, in MB."""
-    from yomiage_engine.engine import Engine
+    from yomiage_engine import Engine
 
     engine = Engine(bundle, device="cpu")
     engine.load_all()
@@ -99,7 +99,7 @@ def main() -> int:
     parser.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.prepare:
-        from yomiage_engine.engine import Engine
+        from yomiage_engine import Engine
 
         Engine(args.bundle, device="cpu").load_all()
         return 0

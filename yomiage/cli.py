@@ -13,8 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from yomiage_engine.errors import InvalidOptionError, YomiageError
-from yomiage_engine.results import AudioChunk, sentence_reports
+from yomiage_engine import AudioChunk, InvalidOptionError, YomiageError, sentence_reports
 
 from .command_flags import add_engine_flags, add_synthesis_flags, engine_from, synthesis_options
 
@@ -168,17 +167,17 @@ def _summary(
 
 
 def _read(args: argparse.Namespace) -> int:
-    from yomiage_engine.text.frontend import Frontend
+    from yomiage_engine.text.frontend import Frontend, katakana
 
     if args.user_dict is not None:
         from yomiage_engine.text.readings.user_dict import UserDictionary
 
         UserDictionary.from_file(args.user_dict).apply()
     frontend = Frontend()
-    for sentence in frontend.split(args.text):
+    for sentence in frontend.sentences(args.text):
         if args.verbose:
-            print(f"{sentence}\t", end="")
-        print(frontend.reading(sentence)[0])
+            print(f"{sentence.text}\t", end="")
+        print(katakana(sentence.text))
     return 0
 
 

@@ -7,11 +7,10 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from yomiage_engine.optimize import default_cache_dir
-from yomiage_engine.options import OPTION_LIMITS, SynthesisOptions
+from yomiage_engine import OPTION_LIMITS, SynthesisOptions, default_cache_dir
 
 if TYPE_CHECKING:
-    from yomiage_engine.engine import Engine
+    from yomiage_engine import Engine
 
 _DEFAULTS = SynthesisOptions()
 _UNITS = {"volume": "dB", "lead_silence": "ms"}
@@ -34,7 +33,7 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
 
 def engine_from(args: argparse.Namespace) -> Engine:
     """The engine the engine flags ask for (heavy: imports onnxruntime, loads BERT)."""
-    from yomiage_engine.engine import Engine
+    from yomiage_engine import Engine
 
     return Engine(
         args.bundle, device=args.device, threads=args.threads, graph_cache=args.graph_cache

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from yomiage_engine.download import DEFAULT_REPO, Progress, fetch_bundle, list_offer
+from yomiage_engine.hub.download import DEFAULT_REPO, Progress, fetch_bundle, list_offer
 
 _REDRAW_S = 0.1  # a terminal progress line is redrawn at most this often
 

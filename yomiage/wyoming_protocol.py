@@ -18,7 +18,7 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
 from wyoming.event import Event
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
-from yomiage_engine.wav import PCM_SAMPLE_WIDTH
+from yomiage_engine.audio.wav import PCM_SAMPLE_WIDTH
 from yomiage_engine.wyoming_contract import (
     LANGUAGE,
     PROGRAM,

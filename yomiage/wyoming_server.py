@@ -39,9 +39,13 @@ from urllib.parse import urlparse
 
 from wyoming.event import Event, async_write_event
 from wyoming.ping import Pong
-from yomiage_engine.errors import InvalidOptionError, UnknownVoiceError, YomiageError
-from yomiage_engine.options import SynthesisOptions
-from yomiage_engine.results import AudioChunk
+from yomiage_engine import (
+    AudioChunk,
+    InvalidOptionError,
+    SynthesisOptions,
+    UnknownVoiceError,
+    YomiageError,
+)
 from yomiage_engine.wyoming_contract import (
     SYNTHESIZE,
     SYNTHESIZE_CHUNK,
@@ -67,7 +71,7 @@ from .wyoming_protocol import (
 from .wyoming_stream import TextStream, close_chunks
 
 if TYPE_CHECKING:
-    from yomiage_engine.engine import Engine
+    from yomiage_engine import Engine
 
 _LOGGER = logging.getLogger(__name__)
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
-from yomiage_engine.arriving import ArrivingText
-from yomiage_engine.options import SynthesisOptions
-from yomiage_engine.results import AudioChunk
+from yomiage_engine import ArrivingText, AudioChunk, SynthesisOptions
 
 if TYPE_CHECKING:
-    from yomiage_engine.engine import Engine
+    from yomiage_engine import Engine
 
 
 class TextStream(ArrivingText):

@@ -26,7 +26,7 @@ from .const import (
     RECENT_TIMINGS,
     SOURCE_WYOMING,
 )
-from .engine.errors import YomiageError
+from .engine import YomiageError
 from .local_backend import LocalBackend
 from .local_setup import (
     async_load_local_backend,

@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .engine.wav import PCM_SAMPLE_WIDTH
+from .engine.audio.wav import PCM_SAMPLE_WIDTH
 
 # The synthesis options a request sets (``SynthesisOptions`` names, checked values); the others
 # are the backend's defaults: the engine's here, the server's settings on a server.

@@ -12,8 +12,8 @@ from pathlib import Path
 from homeassistant.core import HomeAssistant
 
 from . import const
+from .engine import BundleError
 from .engine.bundle import SPEAKERS_DIR
-from .engine.errors import BundleError
 from .local_setup import load_engine
 
 

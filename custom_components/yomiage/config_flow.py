@@ -58,8 +58,9 @@ from .const import (
     SOURCE_WYOMING,
     SYNTHESIS_NUMBERS,
 )
+from .engine import OPTION_LIMITS, BundleError, YomiageError
 from .engine.bundle import Bundle
-from .engine.download import (
+from .engine.hub.download import (
     DEFAULT_REPO,
     FetchError,
     Progress,
@@ -67,8 +68,6 @@ from .engine.download import (
     fetch_bundle,
     list_offer,
 )
-from .engine.errors import BundleError, YomiageError
-from .engine.options import OPTION_LIMITS
 from .entry_options import runtime_settings, synthesis_defaults, voice_choices
 from .hub import download_folder
 from .local_engine import (

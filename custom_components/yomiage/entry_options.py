@@ -15,7 +15,7 @@ from .const import (
     DEFAULT_THREADS,
     SYNTHESIS_NUMBERS,
 )
-from .engine.options import SynthesisOptions
+from .engine import SynthesisOptions
 
 _SYNTHESIS_DEFAULTS = asdict(SynthesisOptions())
 

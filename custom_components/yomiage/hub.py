@@ -13,7 +13,7 @@ from typing import Any
 
 from . import const
 from .const import CONF_PATH, CONF_REPO_ID, CONF_REVISION, CONF_SOURCE, CONF_SPEAKERS, CONF_TOKEN
-from .engine.download import fetch_bundle, local_bundle
+from .engine.hub.download import fetch_bundle, local_bundle
 
 
 def download_folder(repo_id: str) -> Path:

@@ -10,13 +10,11 @@ from homeassistant.core import HomeAssistant
 
 from .backend import RequestOptions, SpeechPiece
 from .const import DOMAIN, OPTION_DICTIONARY
-from .engine.arriving import ArrivingText
-from .engine.options import SynthesisOptions
+from .engine import ArrivingText, SynthesisOptions
 from .shared_dictionary import SharedDictionary
 
 if TYPE_CHECKING:
-    from .engine.engine import Engine
-    from .engine.results import AudioChunk
+    from .engine import AudioChunk, Engine
 
 
 class LocalBackend:

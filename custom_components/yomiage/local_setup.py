@@ -19,7 +19,7 @@ from homeassistant.helpers import issue_registry as ir
 
 from . import const
 from .const import CONF_USER_DICTIONARY, DOMAIN, TRANSIENT_DOWNLOAD_REASONS
-from .engine.errors import BundleError, DeviceUnavailableError, DownloadError
+from .engine import BundleError, DeviceUnavailableError, DownloadError
 from .engine.text.readings.user_dict import UserDictionary, UserDictionaryError
 from .entry_options import runtime_settings
 from .local_backend import LocalBackend
@@ -28,12 +28,12 @@ from .shared_dictionary import shared_dictionary
 from .user_words import UserWordsError, parse_user_words
 
 if TYPE_CHECKING:
-    from .engine.engine import Engine
+    from .engine import Engine
 
 
 def load_engine(path: str, device: str, threads: int | None) -> Engine:
     """Create the engine (blocking: imports onnxruntime, loads BERT; run it in an executor)."""
-    from .engine.engine import Engine
+    from .engine import Engine
 
     return Engine(path, device=device, threads=threads, graph_cache=prepared_graphs(path))
 

@@ -34,7 +34,7 @@ from wyoming.tts import Synthesize, SynthesizeVoice
 
 from .backend import RequestOptions, SpeechPiece
 from .const import CONF_VOICE
-from .engine.errors import UnknownVoiceError, YomiageError
+from .engine import UnknownVoiceError, YomiageError
 from .engine.text.split import split_sentences
 from .engine.wyoming_contract import (
     LANGUAGE,

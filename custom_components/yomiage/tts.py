@@ -17,9 +17,8 @@ from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from . import YomiageConfigEntry
 from .backend import SpeechPiece, Timing
 from .const import CONF_VOICE, DEFAULT_LANGUAGE, DOMAIN, LANGUAGES, SUPPORTED_OPTIONS
-from .engine.errors import YomiageError
-from .engine.options import SynthesisOptions
-from .engine.wav import wav_file, wav_stream_header
+from .engine import SynthesisOptions, YomiageError
+from .engine.audio.wav import wav_file, wav_stream_header
 from .entry_options import synthesis_defaults, voice_choices
 
 try:  # Home Assistant 2025.7 and later export it from the package

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants
 
-from custom_components.yomiage.engine.download import (
+from custom_components.yomiage.engine.hub.download import (
     FetchError,
     Progress,
     fetch_bundle,
@@ -19,7 +19,7 @@ from custom_components.yomiage.engine.download import (
     list_offer,
     local_bundle,
 )
-from custom_components.yomiage.engine.download_store import ModelDir
+from custom_components.yomiage.engine.hub.store import ModelDir
 
 from .fakehub import FakeHub, FakeRepo
 

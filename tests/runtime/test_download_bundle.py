@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from custom_components.yomiage.engine.bundle import Bundle
-from custom_components.yomiage.engine.download import fetch_bundle, list_offer, local_bundle
+from custom_components.yomiage.engine.hub.download import fetch_bundle, list_offer, local_bundle
 
 from .fakehub import FakeHub, FakeRepo
 from .test_download import hub_settings, on_disk
@@ -30,7 +30,9 @@ def test_the_tiny_bundle_round_trips_through_the_hub(tiny_bundle: Path, tmp_path
     }
     assert on_disk(root) == expected
     assert list(Bundle.open(root).speakers) == [first]
-    from custom_components.yomiage.engine.engine import Engine  # loads onnxruntime sessions
+    from custom_components.yomiage.engine.synthesis.engine import (
+        Engine,  # loads onnxruntime sessions
+    )
 
     engine = Engine(root, device="cpu", threads=1)
     try:

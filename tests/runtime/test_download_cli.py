@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from yomiage_engine.download import Progress, local_bundle
+from yomiage_engine.hub.download import Progress, local_bundle
 
 from yomiage.cli import main
 from yomiage.download_cli import ProgressBar

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from custom_components.yomiage.engine.hub_layout import LayoutError, RemoteFile, parse_layout
+from custom_components.yomiage.engine.hub.layout import LayoutError, RemoteFile, parse_layout
 
 
 def listing(*paths: str) -> list[RemoteFile]:

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from custom_components.yomiage.engine.errors import InvalidTextError
+from custom_components.yomiage.engine.text import openjtalk
 from custom_components.yomiage.engine.text.frontend import Frontend, PhoneSequence
+from custom_components.yomiage.engine.text.normalize import normalize
 from tests.runtime.conftest import FIXTURES
 
 SENTENCES = [
@@ -23,17 +25,43 @@ def frontend() -> Frontend:
     return Frontend()
 
 
-def test_split_gives_normalised_speakable_sentences(frontend: Frontend) -> None:
+def _texts(frontend: Frontend, text: str) -> list[str]:
+    return [sentence.text for sentence in frontend.sentences(text)]
+
+
+def test_sentences_are_normalised_and_speakable(frontend: Frontend) -> None:
     text = "おはようございます。\n今日は「晴れ」です！😀\n\n明日は？"
-    assert frontend.split(text) == ["おはようございます.", "今日は'晴れ'です!", "明日は?"]
+    assert _texts(frontend, text) == ["おはようございます.", "今日は'晴れ'です!", "明日は?"]
 
 
-def test_split_and_analyse_agree_with_normalize(frontend: Frontend) -> None:
+def test_sentences_agree_with_normalize_and_analyse(frontend: Frontend) -> None:
     text = "今日は、いい天気ですね。散歩に行きましょう！"
-    sentences = frontend.split(text)
-    assert "".join(sentences) == frontend.normalize(text)
+    sentences = frontend.sentences(text)
+    assert "".join(sentence.text for sentence in sentences) == normalize(text)
     for sentence in sentences:
-        assert frontend.analyse(sentence).text == sentence
+        assert _arrays(frontend.analyse(sentence.text)) == _arrays(sentence)
+
+
+def test_each_sentence_is_read_by_openjtalk_once(
+    frontend: Frontend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[str] = []
+    analyse = openjtalk.analyse
+
+    def counted(text: str) -> tuple[list[openjtalk.Word], list[str]]:
+        read.append(text)
+        return analyse(text)
+
+    monkeypatch.setattr(openjtalk, "analyse", counted)
+    sentences = frontend.sentences("おはよう。😀今日は晴れです！明日は？")
+    assert [s.text for s in sentences] == ["おはよう.", "今日は晴れです!", "明日は?"]
+    assert read == ["おはよう.", "今日は晴れです!", "明日は?"]
+    read.clear()
+    # 々 alone has no reading: read to find that out, its piece joins the sentence before,
+    # which is then read with it.
+    sentences = frontend.sentences("おはよう。々。今日は晴れです！")
+    assert [s.text for s in sentences] == ["おはよう.々.", "今日は晴れです!"]
+    assert read == ["おはよう.", "々.", "今日は晴れです!", "おはよう.々."]
 
 
 def test_reading_is_katakana_per_sentence(frontend: Frontend) -> None:
@@ -69,8 +97,8 @@ def test_a_lengthened_final_u_reads_as_a_long_vowel(
     ("text", "speakable"),
     [("あ", True), ("ABC", True), ("😀", False), ("#$%&", False), ("、。！", False), ("々", False)],
 )
-def test_is_speakable(frontend: Frontend, text: str, speakable: bool) -> None:
-    assert frontend.is_speakable(text) is speakable
+def test_speakable_text_has_sentences(frontend: Frontend, text: str, speakable: bool) -> None:
+    assert bool(frontend.sentences(text, required=False)) is speakable
 
 
 @pytest.mark.parametrize(
@@ -84,17 +112,17 @@ def test_is_speakable(frontend: Frontend, text: str, speakable: bool) -> None:
         ("々。", "nothing speakable in '々。'"),
     ],
 )
-def test_split_refuses_text_with_nothing_to_say(
+def test_sentences_refuse_text_with_nothing_to_say(
     frontend: Frontend, text: str, message: str
 ) -> None:
     with pytest.raises(InvalidTextError) as error:
-        frontend.split(text)
+        frontend.sentences(text)
     assert str(error.value) == message
 
 
 def test_errors_name_the_problem(frontend: Frontend) -> None:
     with pytest.raises(InvalidTextError, match=r"^text must be a string, not bytes$"):
-        frontend.split(b"abc")  # type: ignore[arg-type]
+        frontend.sentences(b"abc")  # type: ignore[arg-type]
     with pytest.raises(InvalidTextError, match=r"^text is empty$"):
         frontend.analyse("")
     with pytest.raises(InvalidTextError, match=r"^nothing speakable in"):
@@ -106,7 +134,7 @@ def test_errors_name_the_problem(frontend: Frontend) -> None:
     with pytest.raises(InvalidTextError, match=r"^text is empty$"):
         frontend.reading("   ")
     with pytest.raises(InvalidTextError) as error:
-        frontend.split("😀\n" * 100)  # the message stays one short line
+        frontend.sentences("😀\n" * 100)  # the message stays one short line
     assert len(str(error.value)) <= 70 and "\n" not in str(error.value)
 
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from custom_components.yomiage.engine.synthesis.tokenizer import DEFAULT_SPECIALS, CharTokenizer
 from custom_components.yomiage.engine.text import normalize as normalize_module
 from custom_components.yomiage.engine.text.normalize import (
     ends_sentence,
@@ -20,7 +21,6 @@ from custom_components.yomiage.engine.text.normalize import (
 )
 from custom_components.yomiage.engine.text.numbers import digits_to_words, integer_words
 from custom_components.yomiage.engine.text.symbols import PUNCTUATIONS
-from custom_components.yomiage.engine.tokenizer import DEFAULT_SPECIALS, CharTokenizer
 from tests.runtime.conftest import FIXTURES
 
 GOLDEN: dict[str, Any] = json.loads((FIXTURES / "g2p_golden.json").read_text(encoding="utf-8"))

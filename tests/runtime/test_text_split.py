@@ -193,14 +193,18 @@ def test_a_sentence_is_handed_out_as_soon_as_it_ends() -> None:
 def test_accumulator_with_openjtalk_speakability_matches_frontend_split() -> None:
     frontend = Frontend()
     text = "おはよう。々。今日は、晴れです！「本当？」\n明日も\n\n晴れるかな"
-    accumulator = SentenceAccumulator(frontend.is_speakable)
+    accumulator = SentenceAccumulator(
+        lambda piece: bool(piece.strip()) and bool(frontend.sentences(piece, required=False))
+    )
     sentences = [sentence for char in text for sentence in accumulator.feed(char)]
     sentences += accumulator.flush()
     assert "".join(sentences) == text
     # 々 alone is unreadable: whole, it joins the sentence before; streamed, that one has been
     # handed out already, so it goes with the next.
     assert sentences[:2] == ["おはよう。", "々。今日は、晴れです！"]
-    assert [normalize(sentence) for sentence in sentences[2:]] == frontend.split(text)[2:]
+    assert [normalize(sentence) for sentence in sentences[2:]] == [
+        sentence.text for sentence in frontend.sentences(text)[2:]
+    ]
 
 
 @pytest.mark.parametrize(

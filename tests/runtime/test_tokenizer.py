@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from custom_components.yomiage.engine.errors import BundleError
-from custom_components.yomiage.engine.tokenizer import CharTokenizer
+from custom_components.yomiage.engine.synthesis.tokenizer import CharTokenizer
 
 # [PAD] deliberately not id 0: padding must use the vocabulary's id, not a constant.
 VOCAB = ["[UNK]", "[CLS]", "[SEP]", "[MASK]", "[PAD]", "こ", "ん", "に", "ち", "は", "。", "A", "!"]

@@ -20,7 +20,7 @@ import onnxruntime as ort
 import pytest
 import torch
 from numpy.typing import NDArray
-from yomiage_engine.tokenizer import CharTokenizer
+from yomiage_engine.synthesis.tokenizer import CharTokenizer
 
 from tools.bert_export import (
     BERT_HIDDEN,

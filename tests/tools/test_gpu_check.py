@@ -68,7 +68,7 @@ PRETEND_CUDA = """
 import sys
 from tools import gpu_check
 gpu_check.engine_api()  # makes yomiage_engine importable
-import yomiage_engine.cuda_probe as probe
+import yomiage_engine.onnx.cuda_probe as probe
 probe.cuda_problem = lambda: None
 sys.exit(gpu_check.main(sys.argv[1:]))
 """

@@ -1,7 +1,7 @@
 """The runtime CharTokenizer gives the ids of transformers' BertJapaneseTokenizer (tiny vocabulary).
 
 The engine cannot import transformers at run time, so this is where the hand-written rules
-(custom_components/yomiage/engine/tokenizer.py) are proven equal to the reference.
+(custom_components/yomiage/engine/synthesis/tokenizer.py) are proven equal to the reference.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from transformers import AutoTokenizer, BertJapaneseTokenizer
-from yomiage_engine.tokenizer import CharTokenizer
+from yomiage_engine.synthesis.tokenizer import CharTokenizer
 
 from tools.bert_export import build_vocab, write_tokenizer
 

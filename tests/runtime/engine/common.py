@@ -1,6 +1,6 @@
 """Inputs shared by the engine tests."""
 
-from custom_components.yomiage.engine.options import SynthesisOptions
+from custom_components.yomiage.engine.synthesis.options import SynthesisOptions
 
 # Noise off: the graphs become deterministic, so outputs can be compared exactly.
 QUIET = SynthesisOptions(noise=0.0, noise_w=0.0)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from custom_components.yomiage.engine.engine import Engine
+from custom_components.yomiage.engine.synthesis.engine import Engine
 
 
 @pytest.fixture(scope="session")

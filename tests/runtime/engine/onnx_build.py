@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from custom_components.yomiage.engine import onnx_wire as wire
+from custom_components.yomiage.engine.onnx import wire
 
 FLOAT = 1
 _NP_TYPES = {np.dtype(np.float32): FLOAT, np.dtype(np.int64): wire.TENSOR_INT64}

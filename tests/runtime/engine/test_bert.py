@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from custom_components.yomiage.engine.bert import join_char_features, spread_over_phones
-from custom_components.yomiage.engine.engine import Engine
+from custom_components.yomiage.engine.synthesis.bert import join_char_features, spread_over_phones
+from custom_components.yomiage.engine.synthesis.engine import Engine
 
 SENTENCES = ["はい.", "今日はいい天気ですね.", "明日の朝七時に起こしてください!"]
 

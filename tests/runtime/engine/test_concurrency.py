@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from custom_components.yomiage.engine.engine import Engine
-from custom_components.yomiage.engine.results import AudioChunk
+from custom_components.yomiage.engine.synthesis.engine import Engine
+from custom_components.yomiage.engine.synthesis.results import AudioChunk
 
 from .common import QUIET, THREE_SENTENCES
 

@@ -1,5 +1,6 @@
-"""The synthesizer cut in front of its decoder (engine/decoder_graph.py), its cached sessions
-(runtime.SessionFactory.create_split) and chunked decoding (voice.Voice.synthesize_pieces)."""
+"""The synthesizer cut in front of its decoder (engine/onnx/decoder_graph.py), its cached sessions
+(onnx/sessions.py, SessionFactory.create_split) and chunked decoding (synthesis/pieces.py,
+decode_in_pieces)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,23 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-from numpy.typing import NDArray
 
-from custom_components.yomiage.engine import pieces as pieces_module
 from custom_components.yomiage.engine.bundle import Bundle
-from custom_components.yomiage.engine.decoder_graph import read_split, split_decoder
-from custom_components.yomiage.engine.pieces import FIRST_AUDIO_BUDGET_S, DecodeSpeed, decode_spans
-from custom_components.yomiage.engine.runtime import SessionFactory
-from custom_components.yomiage.engine.text.frontend import Frontend, PhoneSequence
-from custom_components.yomiage.engine.voice import ModelInputs, Voice
+from custom_components.yomiage.engine.onnx.decoder_graph import read_split, split_decoder
+from custom_components.yomiage.engine.onnx.sessions import SessionFactory
+from custom_components.yomiage.engine.synthesis import pieces as pieces_module
+from custom_components.yomiage.engine.synthesis.pieces import (
+    FIRST_AUDIO_BUDGET_S,
+    DecodeSpeed,
+    decode_in_pieces,
+    decode_spans,
+)
+from custom_components.yomiage.engine.synthesis.voice import ModelInputs, SentenceInput, Voice
+from custom_components.yomiage.engine.text.frontend import Frontend
+from custom_components.yomiage.engine.text.normalize import normalize
 
 from .onnx_build import ModelBuilder, conv_attributes
-from .test_optimize import synthesizer_feeds
+from .test_rewrite import synthesizer_feeds
 
 TOLERANCE = 1e-5
 QUIET_INPUTS = ModelInputs(length_scale=1.0, sdp_ratio=0.2, noise_scale=0.0, noise_scale_w=0.0)
@@ -102,18 +108,15 @@ def voice(tiny_bundle: Path, tmp_path: Path) -> Voice:
     return Voice(files, SessionFactory(threads=1, cache_dir=tmp_path, use_cache=True))
 
 
-Sentence = tuple[PhoneSequence, NDArray[np.float32], NDArray[np.float32]]
-
-
-def sentence(voice: Voice, text: str) -> Sentence:
+def sentence(voice: Voice, text: str) -> SentenceInput:
     """Phones of ``text``, random BERT features of the bundle's width, the first style."""
     frontend = Frontend()
-    sequence = frontend.analyse(frontend.normalize(text))
+    sequence = frontend.analyse(normalize(text))
     graph = session(voice.files.synthesizer)
     hidden = next(i.shape[1] for i in graph.get_inputs() if i.name == "bert")
     rng = np.random.default_rng(len(text))
     bert = rng.standard_normal((hidden, sequence.phones.shape[0])).astype(np.float32)
-    return sequence, bert, voice.style_vector(voice.styles[0], 1.0)
+    return SentenceInput(sequence, bert, voice.style_vector(voice.styles[0], 1.0), QUIET_INPUTS)
 
 
 def test_split_sessions_are_cached_with_their_description(
@@ -143,37 +146,35 @@ def test_no_split_without_the_cache_or_for_a_graph_without_decoder(
 
 def test_pieces_add_up_to_the_whole_sentence(voice: Voice, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(DecodeSpeed, "first_piece", lambda self, frames, ctx, least, *_: least)
-    sequence, bert, style = sentence(voice, "今日は天気がいいので、公園まで散歩に行きましょう。")
-    whole = voice.synthesize(sequence, bert, style, QUIET_INPUTS)
-    pieces = list(voice.synthesize_pieces(sequence, bert, style, QUIET_INPUTS, first_frames=7))
+    spoken = sentence(voice, "今日は天気がいいので、公園まで散歩に行きましょう。")
+    whole = voice.synthesize(spoken)
+    pieces = list(decode_in_pieces(voice, spoken, first_frames=7))
     assert [piece.last for piece in pieces] == [False, True]
     assert pieces[0].samples.shape == (7 * 512,)
     joined = np.concatenate([piece.samples for piece in pieces])
     np.testing.assert_allclose(joined, whole, atol=TOLERANCE, rtol=0)
     # The published, unsplit graph agrees as well (same threads: durations are rounded up, so
     # a different summation order could move a phone by a frame).
-    feeds = voice._feeds(sequence, bert, style, QUIET_INPUTS)
-    feeds["noise_scale"] = np.array([0.0], dtype=np.float32)
+    feeds = voice._feeds(spoken, noise=True)
     published_session = SessionFactory(threads=1, use_cache=False).create(voice.files.synthesizer)
     (published,) = published_session.run(None, feeds)
     np.testing.assert_allclose(whole, published.reshape(-1), atol=TOLERANCE, rtol=0)
 
 
 def test_short_sentence_comes_in_one_piece(voice: Voice) -> None:
-    sequence, bert, style = sentence(voice, "はい。")
-    pieces = voice.synthesize_pieces(sequence, bert, style, QUIET_INPUTS, first_frames=400)
+    pieces = decode_in_pieces(voice, sentence(voice, "はい。"), first_frames=400)
     assert [piece.last for piece in pieces] == [True]
 
 
 def test_long_sentence_is_decoded_in_bounded_pieces(
     voice: Voice, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sequence, bert, style = sentence(voice, "今日は天気がいいので、公園まで散歩に行きましょう。")
-    whole = voice.synthesize(sequence, bert, style, QUIET_INPUTS)
+    spoken = sentence(voice, "今日は天気がいいので、公園まで散歩に行きましょう。")
+    whole = voice.synthesize(spoken)
     frames = whole.shape[0] // 512
     limit = frames // 3 + 1
     monkeypatch.setattr(pieces_module, "MAX_DECODE_FRAMES", limit)
-    pieces = list(voice.synthesize_pieces(sequence, bert, style, QUIET_INPUTS, first_frames=None))
+    pieces = list(decode_in_pieces(voice, spoken, first_frames=None))
     assert [piece.last for piece in pieces] == [False, False, True]
     assert max(piece.samples.shape[0] for piece in pieces) <= limit * 512
     joined = np.concatenate([piece.samples for piece in pieces])

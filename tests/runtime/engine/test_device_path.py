@@ -20,19 +20,23 @@ import onnxruntime as ort
 import pytest
 from numpy.typing import NDArray
 
-from custom_components.yomiage.engine import cuda_probe
-from custom_components.yomiage.engine import engine as engine_module
-from custom_components.yomiage.engine.bert import (
+from custom_components.yomiage.engine.errors import DeviceUnavailableError
+from custom_components.yomiage.engine.onnx import cuda_probe
+from custom_components.yomiage.engine.onnx.device_graphs import probe_graph, spread_graph
+from custom_components.yomiage.engine.onnx.sessions import SessionFactory, resolve_device
+from custom_components.yomiage.engine.synthesis import engine as engine_module
+from custom_components.yomiage.engine.synthesis.bert import (
     BertFeaturizer,
     join_char_features,
     spread_over_phones,
 )
-from custom_components.yomiage.engine.device_graphs import probe_graph, spread_graph
-from custom_components.yomiage.engine.device_path import DeviceFeatures, DevicePath, HostPath
-from custom_components.yomiage.engine.engine import Engine
-from custom_components.yomiage.engine.errors import DeviceUnavailableError
-from custom_components.yomiage.engine.runtime import SessionFactory, resolve_device
-from custom_components.yomiage.engine.voice import Voice
+from custom_components.yomiage.engine.synthesis.device_path import (
+    DeviceFeatures,
+    DevicePath,
+    HostPath,
+)
+from custom_components.yomiage.engine.synthesis.engine import Engine
+from custom_components.yomiage.engine.synthesis.voice import Voice
 
 from .common import QUIET, THREE_SENTENCES
 
@@ -130,7 +134,7 @@ def _gpu_sessions(monkeypatch: pytest.MonkeyPatch, **behaviour: Any) -> None:
 
 @pytest.mark.usefixtures("fresh_probe")
 def test_no_cuda_provider_means_cpu_with_one_log_line(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="custom_components.yomiage.engine.runtime"):
+    with caplog.at_level(logging.INFO, logger="custom_components.yomiage.engine.onnx.sessions"):
         assert resolve_device("auto") == "cpu"
     (record,) = caplog.records
     assert "Using the CPU" in record.getMessage() and "onnxruntime-gpu" in record.getMessage()
@@ -145,7 +149,7 @@ def test_listed_provider_that_does_not_load_is_not_used(
     # onnxruntime lists CUDA, but the session it builds runs on the CPU (what a missing CUDA or
     # cuDNN library does): here a real session, since this onnxruntime has no CUDA at all.
     _cuda_listed(monkeypatch)
-    with caplog.at_level(logging.INFO, logger="custom_components.yomiage.engine.runtime"):
+    with caplog.at_level(logging.INFO, logger="custom_components.yomiage.engine.onnx.sessions"):
         assert resolve_device("auto") == "cpu"
     (record,) = caplog.records
     assert "installed but did not load" in record.getMessage()
@@ -269,7 +273,7 @@ def test_resident_features_are_the_host_features(forced_cuda_engine: Engine) -> 
         assert isinstance(device_features, DeviceFeatures)
         assert len(device_features) == host_features.shape[0]
         word2ph = np.arange(len(device_features), dtype=np.int64) % 3  # some rows skipped
-        spread = path.spread_over_phones(device_features, word2ph).numpy()
+        spread = path.per_phone(device_features, word2ph).numpy()
         np.testing.assert_array_equal(
             spread, spread_over_phones(host_features, word2ph)[np.newaxis]
         )
@@ -277,7 +281,7 @@ def test_resident_features_are_the_host_features(forced_cuda_engine: Engine) -> 
     assert isinstance(joined, DeviceFeatures)
     word2ph = np.ones(len(joined), dtype=np.int64)
     np.testing.assert_array_equal(
-        path.spread_over_phones(joined, word2ph).numpy()[0].T, join_char_features(on_host)
+        path.per_phone(joined, word2ph).numpy()[0].T, join_char_features(on_host)
     )
 
 
@@ -295,7 +299,7 @@ def test_device_path_joins_features_of_separate_batches_like_the_host(
     on_host += forced_cuda_engine._bert.char_features(texts[1:])
     word2ph = np.ones(len(joined), dtype=np.int64)
     np.testing.assert_array_equal(
-        path.spread_over_phones(joined, word2ph).numpy()[0].T, join_char_features(on_host)
+        path.per_phone(joined, word2ph).numpy()[0].T, join_char_features(on_host)
     )
 
 
@@ -304,7 +308,7 @@ def test_device_path_refuses_bad_word2ph_and_host_features(forced_cuda_engine: E
     assert isinstance(path, DevicePath)
     (first,) = path.char_features(["はい。"])
     with pytest.raises(ValueError, match="word2ph has 2 entries for 5 tokens"):
-        path.spread_over_phones(first, np.array([1, 1], dtype=np.int64))
+        path.per_phone(first, np.array([1, 1], dtype=np.int64))
     with pytest.raises(TypeError, match="host features"):
         path.join([np.zeros((3, 4), np.float32)])
 
@@ -335,13 +339,13 @@ def test_cuda_engine_warms_every_voice_up_at_load(
     q8_bundle: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runs: list[str] = []
-    original = Voice.synthesize_bound
+    original = Voice.synthesize
 
     def counted(voice: Voice, *args: Any) -> NDArray[np.float32]:
         runs.append(voice.name)
         return original(voice, *args)
 
-    monkeypatch.setattr(Voice, "synthesize_bound", counted)
+    monkeypatch.setattr(Voice, "synthesize", counted)
     monkeypatch.setattr(cuda_probe, "cuda_problem", lambda: None)
     engine = Engine(q8_bundle, device="cuda", threads=1)
     try:
@@ -356,5 +360,5 @@ def test_cpu_engine_does_not_warm_up(q8_bundle: Path, monkeypatch: pytest.Monkey
         raise AssertionError("the CPU engine synthesized at load")
 
     monkeypatch.setattr(Voice, "synthesize", fail)
-    monkeypatch.setattr(Voice, "synthesize_bound", fail)
+    monkeypatch.setattr(Voice, "front", fail)
     Engine(q8_bundle, device="cpu", threads=1).close()

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from custom_components.yomiage.engine.engine import Engine
 from custom_components.yomiage.engine.errors import (
     BundleError,
     DeviceUnavailableError,
@@ -18,7 +17,8 @@ from custom_components.yomiage.engine.errors import (
     UnknownVoiceError,
     YomiageError,
 )
-from custom_components.yomiage.engine.options import SynthesisOptions
+from custom_components.yomiage.engine.synthesis.engine import Engine
+from custom_components.yomiage.engine.synthesis.options import SynthesisOptions
 
 from .common import QUIET
 
@@ -91,7 +91,7 @@ def test_closed_engine_refuses_work(tiny_bundle: Path) -> None:
 
 
 def test_cuda_requested_without_provider() -> None:
-    from custom_components.yomiage.engine.runtime import resolve_device
+    from custom_components.yomiage.engine.onnx.sessions import resolve_device
 
     with pytest.raises(DeviceUnavailableError, match="CUDA"):
         resolve_device("cuda")

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from custom_components.yomiage.engine.engine import Engine
-from custom_components.yomiage.engine.pauses import PAUSE_WINDOW_CHARS, pause_windows
+from custom_components.yomiage.engine.synthesis.engine import Engine
+from custom_components.yomiage.engine.synthesis.pauses import PAUSE_WINDOW_CHARS, pause_windows
+from custom_components.yomiage.engine.synthesis.voice import SentenceInput, Voice
 from tools.long_text_memory import long_text
 
 from .common import QUIET
@@ -45,18 +46,18 @@ def test_no_model_run_sees_more_than_a_window_of_text(
     """The duration predictor's pause pass and BERT's batches, over a text of many windows."""
     seen: dict[str, list[int]] = {"bert": [], "durations": []}
     features = engine._features
-    bert, durations = features.char_features, features.durations
+    bert, durations = features.char_features, Voice.durations
 
     def bert_batch(texts: list[str]) -> Any:
         seen["bert"].append(sum(len(text) for text in texts))
         return bert(texts)
 
-    def duration_run(voice: Any, sequence: Any, *args: Any) -> Any:
-        seen["durations"].append(len(sequence.text))
-        return durations(voice, sequence, *args)
+    def duration_run(voice: Voice, sentence: SentenceInput) -> Any:
+        seen["durations"].append(len(sentence.sequence.text))
+        return durations(voice, sentence)
 
     monkeypatch.setattr(features, "char_features", bert_batch)
-    monkeypatch.setattr(features, "durations", duration_run)
+    monkeypatch.setattr(Voice, "durations", duration_run)
     text = long_text(PAUSE_WINDOW_CHARS * 4)
     if call == "synthesize":
         engine.synthesize(text, QUIET)

@@ -12,11 +12,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from custom_components.yomiage.engine.engine import Engine
-from custom_components.yomiage.engine.results import AudioChunk
-from custom_components.yomiage.engine.runtime import SplitSessions
-from custom_components.yomiage.engine.turns import FIRST_TURN_GUESS_S, ModelLock
-from custom_components.yomiage.engine.voice import Voice
+from custom_components.yomiage.engine.onnx.sessions import SplitSessions
+from custom_components.yomiage.engine.synthesis.engine import Engine
+from custom_components.yomiage.engine.synthesis.results import AudioChunk
+from custom_components.yomiage.engine.synthesis.turns import FIRST_TURN_GUESS_S, ModelLock
 
 from .common import QUIET, THREE_SENTENCES
 
@@ -263,17 +262,3 @@ def test_an_assist_reply_does_not_wait_for_an_announcements_decoder_run(
     # speed says, so the same samples within a step).
     assert announced["pcm"].shape == alone.shape
     assert np.abs(announced["pcm"].astype(np.int32) - alone).max() <= 2
-
-
-def test_whole_file_synthesis_is_never_cut(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Nobody hears a whole file before its end: its runs are not offered to be cut."""
-    gates: list[Any] = []
-    decode = Voice.decode
-
-    def recorded(self: Voice, *args: Any, **kwargs: Any) -> Any:
-        gates.append(kwargs.get("gate"))
-        return decode(self, *args, **kwargs)
-
-    monkeypatch.setattr(Voice, "decode", recorded)
-    engine.synthesize(THREE_SENTENCES, QUIET)
-    assert gates and all(gate is None or gate.__name__ == "run_plainly" for gate in gates)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from homeassistant.config_entries import ConfigEntry
 
-from custom_components.yomiage.engine.engine import Engine
+from custom_components.yomiage.engine.synthesis.engine import Engine
 from custom_components.yomiage.local_backend import LocalBackend
 
 SPEAKERS = Path("onnx/speakers")  # speaker folders inside a bundle

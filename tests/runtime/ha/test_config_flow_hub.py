@@ -29,7 +29,7 @@ from custom_components.yomiage.const import (
     SOURCE_OFFICIAL,
 )
 from custom_components.yomiage.diagnostics import async_get_config_entry_diagnostics
-from custom_components.yomiage.engine.download import DEFAULT_REPO
+from custom_components.yomiage.engine.hub.download import DEFAULT_REPO
 
 from ..fakehub import FakeHub, FakeRepo
 from .common import SPEAKERS, engine_of

@@ -12,8 +12,8 @@ from wyoming.audio import AudioChunk, AudioStart
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 from wyoming.tts import Synthesize, SynthesizeVoice
-from yomiage_engine.engine import Engine
-from yomiage_engine.options import SynthesisOptions
+from yomiage_engine.synthesis.engine import Engine
+from yomiage_engine.synthesis.options import SynthesisOptions
 
 from yomiage.wyoming_server import WyomingTtsServer
 

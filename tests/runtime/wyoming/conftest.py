@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from yomiage_engine.engine import Engine
+from yomiage_engine.synthesis.engine import Engine
 
 from yomiage.wyoming_server import WyomingTtsServer
 

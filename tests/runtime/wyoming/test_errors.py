@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 from wyoming.event import Event, async_read_event
-from yomiage_engine.engine import Engine
+from yomiage_engine.synthesis.engine import Engine
 
 from yomiage.wyoming_protocol import MAX_PAYLOAD_BYTES
 from yomiage.wyoming_server import WyomingTtsServer

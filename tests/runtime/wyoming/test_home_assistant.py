@@ -18,7 +18,7 @@ from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.service_info.hassio import HassioServiceInfo
 from homeassistant.setup import async_setup_component
-from yomiage_engine.engine import Engine
+from yomiage_engine.synthesis.engine import Engine
 from yomiage_engine.text.split import split_sentences
 
 from yomiage.wyoming_server import WyomingTtsServer

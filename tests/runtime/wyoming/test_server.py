@@ -15,8 +15,8 @@ import pytest
 from wyoming.event import Event
 from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeVoice
-from yomiage_engine.engine import Engine
 from yomiage_engine.errors import InvalidOptionError, UnknownVoiceError
+from yomiage_engine.synthesis.engine import Engine
 
 from yomiage.wyoming_protocol import SAMPLES_PER_CHUNK
 from yomiage.wyoming_server import (

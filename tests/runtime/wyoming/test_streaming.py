@@ -12,7 +12,7 @@ from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 from wyoming.info import Describe
 from wyoming.tts import Synthesize
-from yomiage_engine.engine import Engine
+from yomiage_engine.synthesis.engine import Engine
 
 from yomiage.wyoming_server import WyomingTtsServer
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from ..errors import InvalidTextError
 from . import openjtalk
-from .g2p import g2p, spoken_words, word_phones
+from .g2p import g2p, spoken_words
 from .kana import LONG_VOWEL
 from .normalize import has_speakable, is_normalized, normalize
 from .sequence import PhoneSequence, to_sequence
 from .split import split_sentences
 from .symbols import PAD, PUNCTUATIONS
 
-__all__ = ["Frontend", "PhoneSequence"]
+__all__ = ["Frontend", "PhoneSequence", "katakana"]
 
 _SILENT = PUNCTUATIONS | {PAD, LONG_VOWEL}
 # How punctuation shows in a katakana reading (quotes and dashes are not shown).
@@ -25,41 +25,37 @@ _READING_MARKS = str.maketrans({",": "、", ".": "。", "!": "！", "?": "？", 
 class Frontend:
     """Text -> normalised sentences -> SBV2 JP-Extra phone sequences."""
 
-    def normalize(self, text: str) -> str:
-        """``text`` as SBV2 normalises it (see normalize.py)."""
-        return normalize(_checked(text))
+    def sentences(self, text: str, *, required: bool = True) -> list[PhoneSequence]:
+        """The sentences of ``text``, each normalised and read by OpenJTalk once: the split asks
+        whether a piece is speakable by reading it, and a sentence that is such a piece keeps
+        that reading. ``required``: raise InvalidTextError where nothing is speakable (else
+        return [])."""
+        readings: dict[str, PhoneSequence | None] = {}
 
-    def split(self, text: str) -> list[str]:
-        """Normalised sentences of ``text``, each with something speakable in it."""
-        pieces = split_sentences(_checked(text), self.is_speakable)
-        if not pieces or (len(pieces) == 1 and not self.is_speakable(pieces[0])):
+        def read(piece: str) -> PhoneSequence | None:
+            if piece not in readings:
+                readings[piece] = _sequence(normalize(piece))
+            return readings[piece]
+
+        pieces = split_sentences(_checked(text), lambda piece: read(piece) is not None)
+        sequences = [sequence for piece in pieces if (sequence := read(piece)) is not None]
+        if not sequences and required:
             raise InvalidTextError(f"nothing speakable in {_shown(text)}")
-        return [normalize(piece) for piece in pieces]
+        return sequences
 
     def analyse(self, normalized_text: str, add_blank: bool = True) -> PhoneSequence:
         """Phone ids, tones, languages and word2ph of one normalised sentence (or several)."""
         text = _checked(normalized_text)
         if not is_normalized(text):
             raise ValueError(f"analyse() wants normalised text (Frontend.normalize): {text!r}")
-        reading = g2p(text)
-        if all(phone in _SILENT for phone in reading.phones):
+        sequence = _sequence(text, add_blank)
+        if sequence is None:
             raise InvalidTextError(f"nothing speakable in {_shown(text)}")
-        return to_sequence(text, reading, add_blank)
+        return sequence
 
     def reading(self, text: str) -> list[str]:
         """Katakana reading of each sentence (punctuation as 、。！？)."""
-        return [_katakana(sentence) for sentence in self.split(text)]
-
-    def is_speakable(self, text: str) -> bool:
-        """Whether OpenJTalk finds anything to say in ``text`` (raw or normalised)."""
-        normalized = normalize(text) if isinstance(text, str) else ""
-        if not has_speakable(normalized):
-            return False
-        return any(
-            phone not in _SILENT
-            for word in openjtalk.words(normalized)
-            for phone in word_phones(word)
-        )
+        return [katakana(sentence.text) for sentence in self.sentences(text)]
 
 
 def _checked(text: str) -> str:
@@ -70,7 +66,17 @@ def _checked(text: str) -> str:
     return text
 
 
-def _katakana(sentence: str) -> str:
+def _sequence(normalized: str, add_blank: bool = True) -> PhoneSequence | None:
+    """The phone sequence of normalised text, or None if OpenJTalk finds nothing to say in it."""
+    if not has_speakable(normalized):
+        return None
+    reading = g2p(normalized)
+    if all(phone in _SILENT for phone in reading.phones):
+        return None
+    return to_sequence(normalized, reading, add_blank)
+
+
+def katakana(sentence: str) -> str:
     """Spoken words by their reading (a ー that lengthens the word before, as in デショー,
     included), punctuation by its mark."""
     parts = []

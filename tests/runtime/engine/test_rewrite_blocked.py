@@ -1,4 +1,4 @@
-"""The rewrite's two ways of keeping work in onnxruntime's blocked kernels (engine/optimize.py):
+"""The rewrite's two ways of keeping work in onnxruntime's blocked kernels (engine/onnx/rewrite.py):
 identity depthwise convolutions with declared shapes, and the narrow tail run as two halves."""
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from custom_components.yomiage.engine import onnx_wire as wire
-from custom_components.yomiage.engine import optimize, runtime
-from custom_components.yomiage.engine.optimize import lift_convolutions, write_lifted
-from custom_components.yomiage.engine.runtime import SessionFactory
+from custom_components.yomiage.engine.onnx import rewrite, sessions, wire
+from custom_components.yomiage.engine.onnx.rewrite import lift_convolutions, write_lifted
+from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 
 from .onnx_build import ModelBuilder, conv_attributes, float_attribute
-from .test_optimize import (
+from .test_rewrite import (
     IDENTITY,
     TOLERANCE,
     lifted,
@@ -105,14 +104,14 @@ def test_halves_need_their_halo(
 ) -> None:
     """Without enough overlap the samples next to the cut change: the halo is what makes the
     halves exact (and this test can tell)."""
-    narrow_tail = optimize._narrow_tail
+    narrow_tail = rewrite._narrow_tail
 
     def without_halo(*args: object) -> object:
         tail = narrow_tail(*args)  # type: ignore[arg-type]
         assert tail is not None and tail.halo > 8
         return dataclasses.replace(tail, halo=1)
 
-    monkeypatch.setattr(optimize, "_narrow_tail", without_halo)
+    monkeypatch.setattr(rewrite, "_narrow_tail", without_halo)
     rewritten = tmp_path / "synthesizer.onnx"
     assert write_lifted(tiny_synthesizer, rewritten)
     plain = SessionFactory(threads=1, use_cache=False)
@@ -131,10 +130,10 @@ def test_tail_is_left_whole_when_something_else_reads_it() -> None:
 def test_old_opsets_get_no_halves(tiny_synthesizer: Path) -> None:
     model = memoryview(tiny_synthesizer.read_bytes())
     graph = next(f for f in wire.fields(model) if f.number == wire.MODEL_GRAPH)
-    parsed = optimize._Graph.parse(wire.as_message(graph.value))
-    plan = optimize._Plan.make(parsed, 64, audio_rate_only=True, pairs=False)
+    parsed = rewrite._Graph.parse(wire.as_message(graph.value))
+    plan = rewrite._Plan.make(parsed, 64, audio_rate_only=True, pairs=False)
     assert plan.tail is None
-    assert optimize._Plan.make(parsed, 64, audio_rate_only=True).tail is not None
+    assert rewrite._Plan.make(parsed, 64, audio_rate_only=True).tail is not None
 
 
 def narrow_decoder(channels: int) -> bytes:
@@ -185,15 +184,15 @@ def test_without_blocked_kernels_only_the_lift_remains(tiny_synthesizer: Path) -
 def test_the_cache_asks_onnxruntime_for_blocked_kernels(
     tiny_synthesizer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blocked: bool
 ) -> None:
-    monkeypatch.setattr(runtime, "has_blocked_kernels", lambda: blocked)
+    monkeypatch.setattr(sessions, "has_blocked_kernels", lambda: blocked)
     written: list[bool] = []
-    real_write = optimize.write_lifted
+    real_write = rewrite.write_lifted
 
     def spy(source: Path, target: Path, **options: bool) -> bool:
         written.append(options["blocked"])
         return real_write(source, target, **options)
 
-    monkeypatch.setattr(optimize, "write_lifted", spy)
+    monkeypatch.setattr(rewrite, "write_lifted", spy)
     factory = SessionFactory(threads=1, cache_dir=tmp_path, use_cache=True)
     session = factory.create(tiny_synthesizer)
     assert written == [blocked]
@@ -205,5 +204,5 @@ def test_the_cache_asks_onnxruntime_for_blocked_kernels(
     platform.machine() not in ("x86_64", "AMD64"), reason="NCHWc kernels vary off x86"
 )
 def test_the_probe_finds_the_x86_blocked_kernels() -> None:
-    runtime.has_blocked_kernels.cache_clear()
-    assert runtime.has_blocked_kernels()
+    sessions.has_blocked_kernels.cache_clear()
+    assert sessions.has_blocked_kernels()

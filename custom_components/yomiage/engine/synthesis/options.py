@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from .errors import InvalidOptionError
+from ..errors import InvalidOptionError
 
 # name -> (minimum, maximum), inclusive. One table for the engine, the CLI and the integration.
 OPTION_LIMITS: dict[str, tuple[float, float]] = {
@@ -25,7 +25,7 @@ OPTION_LIMITS: dict[str, tuple[float, float]] = {
 @dataclass(frozen=True)
 class SynthesisOptions:
     """``speed`` > 1 speaks faster (SBV2's length_scale is its inverse). ``normalize`` brings
-    each sentence to the loudness target (loudness.py); off, the model's raw output."""
+    each sentence to the loudness target (audio/loudness.py); off, the model's raw output."""
 
     voice: str | None = None  # "speaker/style", "speaker" (its first style) or None (default voice)
     speed: float = 1.0

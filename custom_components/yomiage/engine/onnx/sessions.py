@@ -1,7 +1,7 @@
 """onnxruntime sessions: device choice, threads, and loading graphs (errors name the file).
 
 On the CPU each graph is prepared once and cached (docs/PERFORMANCE.md): convolutions lifted to
-2-D (optimize.py), then onnxruntime's fully optimised graph saved in ORT format. Later loads
+2-D (rewrite.py), then onnxruntime's fully optimised graph saved in ORT format. Later loads
 memory-map that file: no graph optimisation, no copy of the weights, and weights that are never
 read (most BERT embedding rows) never enter memory. ``YOMIAGE_GRAPH_CACHE=0`` loads the graphs
 as published instead.
@@ -21,11 +21,10 @@ from pathlib import Path
 
 import onnxruntime as ort
 
-from . import cuda_probe, device_graphs, optimize
-from . import onnx_wire as wire
+from ..errors import BundleError, DeviceUnavailableError
+from . import cuda_probe, device_graphs, graph_cache, rewrite, wire
 from .decoder_graph import DecoderShape, DecoderSplit, read_split
-from .errors import BundleError, DeviceUnavailableError
-from .onnx_wire import WireError
+from .wire import WireError
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -93,7 +92,7 @@ class SessionFactory:
 
     device: str = "cpu"
     threads: int | None = None
-    cache_dir: Path | None = None  # None: optimize.default_cache_dir()
+    cache_dir: Path | None = None  # None: graph_cache.default_cache_dir()
     use_cache: bool = field(default_factory=_cache_enabled)
 
     @property
@@ -140,7 +139,7 @@ class SessionFactory:
             return None
         folder = self._cache_folder()
         try:
-            meta = optimize.cache_entry(path, folder, _prepared_settings(), ".json", "split")
+            meta = graph_cache.cache_entry(path, folder, _prepared_settings(), ".json", "split")
             if not meta.is_file():
                 folder.mkdir(parents=True, exist_ok=True)
                 self._prepare_split(path, meta)
@@ -177,14 +176,14 @@ class SessionFactory:
                 described = {"boundary": split.boundary, "hop": shape.hop, "context": shape.context}
             written = Path(scratch) / "split.json"
             written.write_text(json.dumps(described), encoding="utf-8")
-            optimize.install_entry(written, meta)
+            graph_cache.install_entry(written, meta)
 
     def _part_entry(self, source: Path, part: str) -> Path:
         folder = self._cache_folder()
-        return optimize.cache_entry(source, folder, _prepared_settings(), ".ort", part)
+        return graph_cache.cache_entry(source, folder, _prepared_settings(), ".ort", part)
 
     def _cache_folder(self) -> Path:
-        return (self.cache_dir or optimize.default_cache_dir()) / "sessions"
+        return (self.cache_dir or graph_cache.default_cache_dir()) / "sessions"
 
     def create(self, path: Path) -> ort.InferenceSession:
         if not path.is_file():
@@ -200,7 +199,7 @@ class SessionFactory:
         cache cannot be used; a broken ``source`` raises BundleError as a plain load would."""
         folder = self._cache_folder()
         try:
-            entry = optimize.cache_entry(source, folder, _prepared_settings(), ".ort")
+            entry = graph_cache.cache_entry(source, folder, _prepared_settings(), ".ort")
             if not entry.is_file():
                 folder.mkdir(parents=True, exist_ok=True)
                 self._prepare(source, entry)
@@ -229,7 +228,7 @@ class SessionFactory:
                     raise
                 _LOGGER.warning("Rewritten %s did not load; caching it unrewritten", source)
                 self._open(source, options)
-            optimize.install_entry(saved, entry)
+            graph_cache.install_entry(saved, entry)
         _LOGGER.info("Prepared %s for fast loading: %s", source, entry)
 
     def _open(self, path: Path, options: ort.SessionOptions) -> ort.InferenceSession:
@@ -267,7 +266,7 @@ def _split_or_none(source: Path) -> DecoderSplit | None:
 
 def _lifted_or_source(source: Path, scratch_file: Path) -> Path:
     try:
-        lifted = optimize.write_lifted(source, scratch_file, blocked=has_blocked_kernels())
+        lifted = rewrite.write_lifted(source, scratch_file, blocked=has_blocked_kernels())
         return scratch_file if lifted else source
     except WireError:
         return source  # not a graph we can read: onnxruntime will name the problem
@@ -302,9 +301,9 @@ def has_blocked_kernels() -> bool:
 
 
 def _op_types(model: memoryview) -> set[str]:
-    graph = next(f for f in wire.fields(model) if f.number == wire.MODEL_GRAPH)
-    items = wire.fields(wire.as_message(graph.value))
-    return {wire.parse_node(item).op_type for item in items if item.number == wire.GRAPH_NODE}
+    _, graph_field = wire.model_graph(model)
+    graph = wire.Graph.parse(wire.as_message(graph_field.value))
+    return {node.op_type for node in graph.nodes.values()}
 
 
 def _prepared_settings() -> str:
@@ -313,7 +312,7 @@ def _prepared_settings() -> str:
     return "|".join(
         (
             f"ort {ort.__version__}",
-            f"lift {optimize.REWRITE_VERSION}/{optimize.DEFAULT_MIN_CHANNELS}",
+            f"lift {rewrite.REWRITE_VERSION}/{rewrite.DEFAULT_MIN_CHANNELS}",
             platform.machine(),
             _cpu_flags_digest(),
         )

@@ -33,7 +33,7 @@ from types import MappingProxyType
 import numpy as np
 from numpy.typing import NDArray
 
-from .errors import BundleError
+from ..errors import BundleError
 
 VOCAB_FILE = "vocab.txt"
 CONFIG_FILE = "tokenizer_config.json"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from . import onnx_wire as wire
+from . import wire
 
 OPSET = 17  # Unsqueeze takes its axes as an input from opset 13 on
 IR_VERSION = 8  # the IR version that goes with opset 17

@@ -34,8 +34,8 @@ from huggingface_hub.hf_api import RepoFile
 # Public (documented) but exported lazily, which mypy cannot see.
 from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
-from .download_errors import FetchError
-from .hub_layout import RemoteFile
+from .errors import FetchError
+from .layout import RemoteFile
 
 
 class HubClient:

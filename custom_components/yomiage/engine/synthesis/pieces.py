@@ -1,4 +1,4 @@
-"""How a sentence's latent frames are cut into decoder pieces.
+"""How a sentence's latent frames are cut into decoder pieces, and the pieces decoded.
 
 Whole-file synthesis decodes a sentence in one run (in equal pieces only past
 ``MAX_DECODE_FRAMES``). Streaming sends a first piece early; ``DecodeSpeed`` sizes it from how fast
@@ -9,6 +9,16 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Generator
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .turns import RunGate, run_plainly
+
+if TYPE_CHECKING:
+    from .voice import SentenceInput, Voice
 
 # Smallest first piece of a streamed sentence: 48 frames = 0.56 s of audio at hop 512 / 44.1 kHz.
 # DecodeSpeed grows it until the rest of the sentence is decoded before it has finished playing.
@@ -103,3 +113,34 @@ def decode_spans(
     size = math.ceil((frames - start) / max(1, count))
     spans.extend((low, min(frames, low + size)) for low in range(start, frames, max(1, size)))
     return spans or [(0, frames)]
+
+
+class DecodedPiece(NamedTuple):
+    samples: NDArray[np.float32]  # float32 [samples] in [-1, 1]
+    last: bool  # the sentence ends with it
+
+
+def decode_in_pieces(
+    voice: Voice,
+    sentence: SentenceInput,
+    first_frames: int | None,
+    lead: tuple[float | None, float] = (None, 0.0),
+    gate: RunGate = run_plainly,
+) -> Generator[DecodedPiece]:
+    """The sentence's audio as it is decoded: an early first piece of at least
+    ``first_frames`` latent frames (more where decoding the rest would outlast its playing;
+    ``lead``: seconds of audio the player has yet to play, None before it starts, and the pause
+    before the sentence; see ``DecodeSpeed``), then the rest in pieces of at most
+    ``MAX_DECODE_FRAMES``: together the samples of one whole run. One piece where the voice
+    runs whole, or the sentence is short and ``first_frames`` is None. ``gate`` starts the
+    decoder runs (turns.py: a stream's may be cut short)."""
+    fronted = voice.front(sentence)
+    if fronted is None:
+        yield DecodedPiece(voice.synthesize(sentence), last=True)
+        return
+    if first_frames is not None:
+        first_frames = voice.decode_speed.first_piece(
+            fronted.frames, fronted.context, first_frames, *lead
+        )
+    for span in decode_spans(fronted.frames, first_frames, fronted.context, MAX_DECODE_FRAMES):
+        yield DecodedPiece(voice.decode(fronted, span, gate), span[1] == fronted.frames)

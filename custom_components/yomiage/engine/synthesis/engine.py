@@ -11,7 +11,7 @@ that arrives) gets a BERT run of its own and its first 0.56 s is decoded before 
 the other sentences' BERT batches and pause passes (which only decide the pauses before
 sentences 2..n) run while that audio already plays, a pause window at a time (pauses.py), so
 that a long text costs memory in proportion to its length, never more. Whole-file synthesis is
-the same walk without the early first piece, its chunks collected.
+the stream, collected: one path, the same samples.
 """
 
 from __future__ import annotations
@@ -28,20 +28,20 @@ import numpy as np
 import onnxruntime as ort
 from numpy.typing import NDArray
 
-from . import audio
+from ..audio.loudness import Leveller
+from ..audio.pcm import silence, to_pcm16
+from ..bundle import Bundle
+from ..errors import InvalidTextError, UnknownVoiceError, YomiageError
+from ..onnx.sessions import SessionFactory, resolve_device
+from ..text.frontend import Frontend, PhoneSequence
 from .bert import BertFeaturizer
-from .bundle import Bundle
 from .device_path import CharFeatures, DevicePath, FeaturePath, HostPath
-from .errors import InvalidTextError, UnknownVoiceError, YomiageError
-from .loudness import Leveller
 from .options import SynthesisOptions
 from .pauses import MIN_PAUSE_S, boundary_pauses, pause_windows, trailing_pause
-from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed
+from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_in_pieces
 from .results import AudioChunk, Synthesis
-from .runtime import SessionFactory, resolve_device
-from .text.frontend import Frontend, PhoneSequence
-from .turns import ModelLock, run_plainly
-from .voice import ModelInputs, Voice
+from .turns import ModelLock
+from .voice import ModelInputs, SentenceInput, Voice
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -113,8 +113,8 @@ class Engine:
         max_chars: int = DEFAULT_MAX_CHARS,
         graph_cache: Path | None = None,
     ) -> None:
-        """``graph_cache``: the folder for graphs prepared for this CPU (runtime.py; None:
-        ``optimize.default_cache_dir()``)."""
+        """``graph_cache``: the folder for graphs prepared for this CPU (onnx/sessions.py; None:
+        ``graph_cache.default_cache_dir()``)."""
         self.bundle = Bundle.open(bundle_root)
         self.device = resolve_device(device)
         self.max_chars = max_chars
@@ -168,20 +168,16 @@ class Engine:
 
     # -- synthesis -------------------------------------------------------------------------------
     def synthesize(self, text: str, options: SynthesisOptions | None = None) -> Synthesis:
-        """The whole text at once (no early first piece: nobody listens before the end)."""
-        request = self._request(options)
-        sequences = self._analyse(self._checked_text(text))
-        return Synthesis.collect(self._stream(sequences, request, playback=None), self.sample_rate)
+        """The whole text at once: the stream of it, collected (the same samples)."""
+        return Synthesis.collect(self.stream(text, options), self.sample_rate)
 
     def stream(self, text: str, options: SynthesisOptions | None = None) -> Iterator[AudioChunk]:
         """Audio as soon as it is ready: the first sentence's first 0.56 s as a piece of its
         own, then sentences (long ones in pieces, see ``pieces.MAX_DECODE_FRAMES``). Validates
         before returning."""
         request = self._request(options)
-        sequences = self._analyse(self._checked_text(text))
-        return self._first_in_one_turn(
-            self._stream(sequences, request, playback=_Playback()), first_audio=True
-        )
+        sequences = self._analyse(text)
+        return self._first_in_one_turn(self._stream(sequences, request), first_audio=True)
 
     def stream_sentences(
         self, sentences: Iterable[str], options: SynthesisOptions | None = None
@@ -229,7 +225,7 @@ class Engine:
         that request's error; loading stays a check of the files."""
         try:
             sequences = self._analyse(_TIMING_TEXT)
-            for _ in self._stream(sequences, self._request(None), playback=None):
+            for _ in self._stream(sequences, self._request(None)):
                 pass
         except Exception as err:
             _LOGGER.warning("could not time the decoder at load: %s", err)
@@ -244,10 +240,7 @@ class Engine:
         return text
 
     def _analyse(self, text: str) -> list[PhoneSequence]:
-        sentences = self._frontend.split(text)
-        if not sentences:
-            raise InvalidTextError("text has nothing speakable in it")
-        return [self._frontend.analyse(sentence) for sentence in sentences]
+        return self._frontend.sentences(self._checked_text(text))
 
     def _request(self, options: SynthesisOptions | None) -> _Request:
         if self._closed:
@@ -282,10 +275,9 @@ class Engine:
             )
         return voice, style or voice.styles[0]
 
-    def _stream(
-        self, sequences: list[PhoneSequence], request: _Request, playback: _Playback | None
-    ) -> Generator[AudioChunk]:
+    def _stream(self, sequences: list[PhoneSequence], request: _Request) -> Generator[AudioChunk]:
         started = time.perf_counter()
+        playback = _Playback()
         for sentence in self._paused(sequences, request):
             yield from self._sentence(
                 sentence.sequence,
@@ -307,9 +299,9 @@ class Engine:
         ends: bool,
     ) -> AudioChunk:
         """Audio of a sentence or a piece of it; a sentence's first piece opens with the pause."""
-        pcm = audio.to_pcm16(samples)
+        pcm = to_pcm16(samples)
         if starts:
-            pcm = np.concatenate((audio.silence(pause_before, self.sample_rate), pcm))
+            pcm = np.concatenate((silence(pause_before, self.sample_rate), pcm))
         return AudioChunk(
             pcm=pcm,
             sample_rate=self.sample_rate,
@@ -324,10 +316,12 @@ class Engine:
         spoken = _Spoken()
         playback = _Playback()
         for piece in texts:
-            if not piece.strip() or not self._frontend.is_speakable(piece):
+            if not piece.strip():
                 continue
             started = time.perf_counter()
-            sequences = self._analyse(self._checked_text(piece))
+            sequences = self._frontend.sentences(self._checked_text(piece), required=False)
+            if not sequences:
+                continue
             yield from self._first_in_one_turn(
                 self._arrived(sequences, request, playback, spoken, started),
                 first_audio=not spoken.any,
@@ -411,24 +405,19 @@ class Engine:
         pause_before: float,
         request: _Request,
         started: float,
-        playback: _Playback | None,
+        playback: _Playback,
     ) -> Iterator[AudioChunk]:
         """The sentence's audio piece by piece, each decoded under the model lock (another
-        request may take its turn between pieces) and levelled (loudness.py). With a
-        ``playback`` clock (streaming), its first piece comes early, sized so that the player
-        is not left waiting mid-sentence, and its decoder runs give way to a listener waiting
-        for its first audio where its player has the audio in hand for that (turns.py)."""
-        decoded = self._features.synthesize_pieces(
+        request may take its turn between pieces) and levelled (audio/loudness.py). Its first
+        piece comes early, sized by the ``playback`` clock so that the player is not left
+        waiting mid-sentence, and its decoder runs give way to a listener waiting for its first
+        audio where its player has the audio in hand for that (turns.py)."""
+        decoded = decode_in_pieces(
             request.voice,
-            sequence,
-            char_features,
-            request.style_vector,
-            request.inputs,
-            None if playback is None else FIRST_PIECE_FRAMES,
-            (None if playback is None else playback.lead_s(), pause_before),
-            run_plainly
-            if playback is None
-            else _StreamRuns(self._model_lock, playback, self._check_open),
+            self._sentence_input(sequence, char_features, request),
+            FIRST_PIECE_FRAMES,
+            (playback.lead_s(), pause_before),
+            _StreamRuns(self._model_lock, playback, self._check_open),
         )
         level = request.loudness.sentence()
         try:
@@ -442,8 +431,7 @@ class Engine:
                     starts,
                     piece.last,
                 )
-                if playback is not None:
-                    playback.queue(chunk.audio_s)
+                playback.queue(chunk.audio_s)
                 yield chunk
                 starts = False
                 started = time.perf_counter()
@@ -492,14 +480,15 @@ class Engine:
         self, sequence: PhoneSequence, char_features: CharFeatures, request: _Request
     ) -> NDArray[np.float32] | None:
         durations: NDArray[np.float32] | None = self._run(
-            self._features.durations,
-            request.voice,
-            sequence,
-            char_features,
-            request.style_vector,
-            request.inputs,
+            request.voice.durations, self._sentence_input(sequence, char_features, request)
         )
         return durations
+
+    def _sentence_input(
+        self, sequence: PhoneSequence, char_features: CharFeatures, request: _Request
+    ) -> SentenceInput:
+        bert = self._features.per_phone(char_features, sequence.word2ph)
+        return SentenceInput(sequence, bert, request.style_vector, request.inputs)
 
     def _seconds_per_frame(self, request: _Request) -> float:
         config = request.voice.files.config

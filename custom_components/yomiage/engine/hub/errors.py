@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .errors import DownloadError
+from ..errors import DownloadError
 
 Reason = Literal[
     "unknown_repo",  # no such repo, or private and no (valid) token

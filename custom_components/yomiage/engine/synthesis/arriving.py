@@ -11,7 +11,7 @@ import queue
 import threading
 from collections.abc import Iterator
 
-from .text.split import SentenceAccumulator
+from ..text.split import SentenceAccumulator
 
 _END = None  # queued after the last sentence
 

@@ -20,13 +20,13 @@ onnxruntime cannot fuse, with declared shapes, so that a stage's residual stream
 overlapping halves in one batch, so that its blocked convolutions give both threads work
 (``_Tail``).
 
-runtime.py builds a session from the rewritten graph once, saves onnxruntime's own optimised form
-of it (ORT format) under ``cache_entry``, and memory-maps that file on every later load.
+sessions.py builds a session from the rewritten graph once, saves onnxruntime's own optimised form
+of it (ORT format) in the graph cache (graph_cache.py), and memory-maps that file on every later
+load.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
 import mmap
@@ -34,9 +34,10 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
-from . import onnx_wire as wire
-from .onnx_wire import Chunks, Node, Tensor
+from . import wire
+from .wire import Chunks, Node, Tensor
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -57,15 +58,6 @@ _TIME_AXIS = 3  # of a lifted tensor
 _LAST = (1 << 63) - 1  # a Slice end that means "to the end"
 
 
-def default_cache_dir() -> Path:
-    """$YOMIAGE_CACHE_DIR, else $XDG_CACHE_HOME/yomiage, else ~/.cache/yomiage."""
-    explicit = os.environ.get("YOMIAGE_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "yomiage"
-
-
 def lift_convolutions(
     model: memoryview,
     min_channels: int = DEFAULT_MIN_CHANNELS,
@@ -78,10 +70,7 @@ def lift_convolutions(
     ``blocked``: onnxruntime has blocked (NCHWc) kernels here; without them the identities and
     halves that serve those kernels would only cost time, and are left out.
     """
-    model_fields = list(wire.fields(model))
-    graph_field = next((f for f in model_fields if f.number == wire.MODEL_GRAPH), None)
-    if graph_field is None:
-        raise wire.WireError("no graph in the model")
+    model_fields, graph_field = wire.model_graph(model)
     graph = _Graph.parse(wire.as_message(graph_field.value))
     if any(tensor.external for tensor in graph.initializers.values()):
         return None  # a copy elsewhere would lose the relative paths of its weight files
@@ -118,29 +107,6 @@ def write_lifted(
     return True
 
 
-# -- cache entries -------------------------------------------------------------------------------
-def cache_entry(source: Path, folder: Path, settings: str, suffix: str, label: str = "") -> Path:
-    """Where a prepared form of ``source`` lives: named after the source's path (and ``label``,
-    for several files made from one source), versioned by its size, mtime and ``settings``
-    (everything else the prepared file depends on)."""
-    resolved = source.resolve()
-    stat = resolved.stat()
-    identity = f"{stat.st_size}|{stat.st_mtime_ns}|{settings}"
-    place = hashlib.sha256(str(resolved).encode()).hexdigest()[:10]
-    version = hashlib.sha256(identity.encode()).hexdigest()[:10]
-    name = f"{resolved.stem}.{label}" if label else resolved.stem
-    return folder / f"{name}-{place}-{version}{suffix}"
-
-
-def install_entry(built: Path, entry: Path) -> None:
-    """Move a finished file into place atomically; drop older versions of the same source."""
-    os.replace(built, entry)
-    place = entry.name[: entry.name.rindex("-")]
-    for old in entry.parent.glob(f"{place}-*"):
-        if old.name != entry.name:
-            old.unlink(missing_ok=True)
-
-
 def _default_opset(model_fields: list[wire.Field]) -> int:
     for item in model_fields:
         if item.number != wire.MODEL_OPSET_IMPORT:
@@ -158,20 +124,24 @@ def _default_opset(model_fields: list[wire.Field]) -> int:
 
 # -- what the graph holds ------------------------------------------------------------------------
 @dataclass
-class _Graph:
-    items: list[wire.Field]  # every GraphProto field, in order
-    nodes: dict[int, Node]  # by position in ``items``
-    initializers: dict[str, Tensor]
-    ranks: dict[str, int]  # tensor name -> rank, where it can be told
-    outputs: set[str]
-    names: set[str]  # every tensor name in use
-    in_subgraphs: set[str] = field(default_factory=set)  # names that subgraphs read
+class _Graph(wire.Graph):
+    """The graph and what the rewrite tells from it: tensor ranks where they can be told (nodes
+    come in topological order), every tensor name in use, and the names subgraphs read."""
+
+    ranks: dict[str, int] = field(default_factory=dict)
+    names: set[str] = field(default_factory=set)
+    in_subgraphs: set[str] = field(default_factory=set)
 
     @classmethod
-    def parse(cls, payload: memoryview) -> _Graph:
-        graph = cls(list(wire.fields(payload)), {}, {}, {}, set(), set())
-        for position, item in enumerate(graph.items):
-            graph._read(position, item)
+    def parse(cls, payload: memoryview) -> Self:
+        graph = super().parse(payload)
+        for name, tensor in graph.initializers.items():
+            graph.ranks[name] = len(tensor.dims)
+        for declared in (graph.inputs, graph.outputs, graph.value_infos):
+            for name, rank in declared.items():
+                if rank is not None:
+                    graph.ranks.setdefault(name, rank)
+        graph.names.update(graph.initializers, graph.inputs, graph.outputs, graph.value_infos)
         for node in graph.nodes.values():
             graph.names.update(node.inputs + node.outputs)
             graph._infer_rank(node)
@@ -179,22 +149,6 @@ class _Graph:
                 for subgraph in attribute.graphs:
                     graph.in_subgraphs.update(_names_read_by(subgraph))
         return graph
-
-    def _read(self, position: int, item: wire.Field) -> None:
-        if item.number == wire.GRAPH_NODE:
-            self.nodes[position] = wire.parse_node(item)
-        elif item.number == wire.GRAPH_INITIALIZER:
-            tensor = wire.parse_tensor(item)
-            self.initializers[tensor.name] = tensor
-            self.ranks[tensor.name] = len(tensor.dims)
-            self.names.add(tensor.name)
-        elif item.number in (wire.GRAPH_INPUT, wire.GRAPH_OUTPUT, wire.GRAPH_VALUE_INFO):
-            name, rank = wire.value_info_rank(item)
-            self.names.add(name)
-            if rank is not None:
-                self.ranks.setdefault(name, rank)
-            if item.number == wire.GRAPH_OUTPUT:
-                self.outputs.add(name)
 
     def _infer_rank(self, node: Node) -> None:
         """Ranks through the ops the rewrite cares about (nodes come in topological order)."""
@@ -547,7 +501,7 @@ def _single_output(graph: _Graph, nodes: set[int]) -> str | None:
     for position, node in graph.nodes.items():
         if position not in nodes and made.intersection(node.inputs):
             return None
-    outputs = made & graph.outputs
+    outputs = made & graph.outputs.keys()
     return next(iter(outputs)) if len(outputs) == 1 else None
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from .bundle import BERT_Q8, SPEAKER_FILES, SPEAKERS_DIR, TOKENIZER_DIR
+from ..bundle import BERT_Q8, SPEAKER_FILES, SPEAKERS_DIR, TOKENIZER_DIR
 
 TOKENIZER_PREFIX = TOKENIZER_DIR.as_posix()
 BERT_PREFIX = BERT_Q8.parent.as_posix()

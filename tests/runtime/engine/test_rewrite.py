@@ -1,4 +1,4 @@
-"""Load-time rewrite of 1-D convolutions to 2-D ones (engine/optimize.py) and its disk cache."""
+"""Load-time rewrite of 1-D convolutions to 2-D ones (engine/onnx/rewrite.py) and its disk cache."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import onnxruntime as ort
 import pytest
 from numpy.typing import NDArray
 
-from custom_components.yomiage.engine import onnx_wire as wire
-from custom_components.yomiage.engine.engine import Engine
 from custom_components.yomiage.engine.errors import BundleError
-from custom_components.yomiage.engine.optimize import lift_convolutions, write_lifted
-from custom_components.yomiage.engine.runtime import SessionFactory
+from custom_components.yomiage.engine.onnx import wire
+from custom_components.yomiage.engine.onnx.rewrite import lift_convolutions, write_lifted
+from custom_components.yomiage.engine.onnx.sessions import SessionFactory
+from custom_components.yomiage.engine.synthesis.engine import Engine
 
 from .common import QUIET, THREE_SENTENCES
 from .onnx_build import ModelBuilder, conv_attributes, float_attribute, int_attribute
@@ -176,7 +176,7 @@ def test_graph_with_external_weights_is_left_alone() -> None:
     assert lift_convolutions(memoryview(b.encode()), 0, audio_rate_only=False) is None
 
 
-# -- the session cache (runtime.py) ----------------------------------------------------------------
+# -- the session cache (onnx/sessions.py) ---------------------------------------------------------
 @pytest.fixture
 def graph_file(tmp_path: Path) -> Path:
     path = tmp_path / "bundle" / "synthesizer.onnx"

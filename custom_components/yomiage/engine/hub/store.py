@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .hub_layout import Part, RemoteFile
+from .layout import Part, RemoteFile
 
 if sys.platform != "win32":
     import fcntl

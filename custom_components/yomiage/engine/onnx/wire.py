@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Self
 
 VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5
 _INT64_MODULUS = 1 << 64
@@ -188,7 +189,16 @@ def with_graph(model_fields: list[Field], graph_field: Field, graph: Chunks) -> 
     return out
 
 
-# -- the few ONNX messages the rewrite reads -----------------------------------------------------
+def model_graph(model: memoryview) -> tuple[list[Field], Field]:
+    """A ModelProto's fields and the one that holds its graph."""
+    model_fields = list(fields(model))
+    graph_field = next((f for f in model_fields if f.number == MODEL_GRAPH), None)
+    if graph_field is None:
+        raise WireError("no graph in the model")
+    return model_fields, graph_field
+
+
+# -- the few ONNX messages the graph code reads -------------------------------------------------
 @dataclass(frozen=True)
 class Attribute:
     name: str
@@ -222,6 +232,39 @@ class Tensor:
     dims: list[int]
     external: bool
     raw: memoryview
+
+
+@dataclass
+class Graph:
+    """A GraphProto read for rewriting: every field in order, nodes by their position among
+    them, initializers by name, and what each input, output and value_info declares (name ->
+    rank, None without a shape)."""
+
+    items: list[Field]
+    nodes: dict[int, Node]
+    initializers: dict[str, Tensor]
+    inputs: dict[str, int | None]
+    outputs: dict[str, int | None]
+    value_infos: dict[str, int | None]
+
+    @classmethod
+    def parse(cls, payload: memoryview) -> Self:
+        graph = cls(list(fields(payload)), {}, {}, {}, {}, {})
+        declared = {
+            GRAPH_INPUT: graph.inputs,
+            GRAPH_OUTPUT: graph.outputs,
+            GRAPH_VALUE_INFO: graph.value_infos,
+        }
+        for position, item in enumerate(graph.items):
+            if item.number == GRAPH_NODE:
+                graph.nodes[position] = parse_node(item)
+            elif item.number == GRAPH_INITIALIZER:
+                tensor = parse_tensor(item)
+                graph.initializers[tensor.name] = tensor
+            elif item.number in declared:
+                name, rank = value_info_rank(item)
+                declared[item.number][name] = rank
+        return graph
 
 
 def parse_node(item: Field) -> Node:

@@ -2,8 +2,8 @@
 
 The integration (config flow) and the ``yomiage fetch`` / ``yomiage speakers`` commands use::
 
-    from .engine.download import DEFAULT_REPO, FetchError, Progress, fetch_bundle, list_offer, \
-        local_bundle, installed_speakers
+    from yomiage_engine.hub.download import (DEFAULT_REPO, FetchError, Progress, fetch_bundle,
+        list_offer, local_bundle, installed_speakers)
 
     offer = list_offer(repo_id, revision=None, token=None)   # network: one revision + one tree call
     offer.speakers                     # ("jvnv-F1-jp", ...) discovered from onnx/speakers/*
@@ -48,9 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .download_errors import FetchError, Reason
-from .download_store import ModelDir
-from .hub_layout import (
+from .errors import FetchError, Reason
+from .layout import (
     BERT_PREFIX,
     SPEAKERS_PREFIX,
     TOKENIZER_PREFIX,
@@ -60,9 +59,10 @@ from .hub_layout import (
     RepoLayout,
     parse_layout,
 )
+from .store import ModelDir
 
 if TYPE_CHECKING:
-    from .hub_client import HubClient
+    from .client import HubClient
 
 __all__ = [
     "DEFAULT_REPO",
@@ -335,7 +335,7 @@ class _Meter:
 
 # --- helpers -----------------------------------------------------------------------------------
 def _client(repo_id: str, token: str | None, endpoint: str | None) -> HubClient:
-    from .hub_client import HubClient  # huggingface_hub's API: ~1 s to import, online work only
+    from .client import HubClient  # huggingface_hub's API: ~1 s to import, online work only
 
     return HubClient(repo_id, token, endpoint)
 

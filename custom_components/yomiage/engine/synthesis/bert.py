@@ -9,9 +9,9 @@ import numpy as np
 import onnxruntime as ort
 from numpy.typing import NDArray
 
-from .cuda_probe import CUDA_PROVIDER
-from .errors import BundleError
-from .runtime import SessionFactory
+from ..errors import BundleError
+from ..onnx.cuda_probe import CUDA_PROVIDER
+from ..onnx.sessions import SessionFactory
 from .tokenizer import CharTokenizer
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from .text.symbols import PUNCTUATIONS
+from ..text.symbols import PUNCTUATIONS
 
 MIN_PAUSE_S = 0.08
 BLANK_ID = 0

@@ -12,7 +12,7 @@ provider in the tests, bit for bit against the host path.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,13 +20,10 @@ import numpy as np
 import onnxruntime as ort
 from numpy.typing import NDArray
 
+from ..onnx.cuda_probe import CUDA_PROVIDER
+from ..onnx.device_graphs import SPREAD_INPUTS, SPREAD_OUTPUT, spread_graph
+from ..onnx.sessions import SessionFactory
 from .bert import BertFeaturizer, join_char_features, spread_over_phones
-from .cuda_probe import CUDA_PROVIDER
-from .device_graphs import SPREAD_INPUTS, SPREAD_OUTPUT, spread_graph
-from .runtime import SessionFactory
-from .text.frontend import PhoneSequence
-from .turns import RunGate
-from .voice import DecodedPiece, ModelInputs, Voice
 
 
 @dataclass(frozen=True)
@@ -58,32 +55,11 @@ class FeaturePath(Protocol):
         """The features of the sentences' concatenated text (see ``join_char_features``)."""
         ...
 
-    def synthesize_pieces(
-        self,
-        voice: Voice,
-        sequence: PhoneSequence,
-        features: CharFeatures,
-        style_vector: NDArray[np.float32],
-        inputs: ModelInputs,
-        first_frames: int | None,
-        lead: tuple[float | None, float],
-        gate: RunGate,
-    ) -> Generator[DecodedPiece]:
-        """The same samples as ``synthesize``, in pieces as they are decoded (the first one
-        early when ``first_frames`` is set and the path can do it; ``lead``: seconds of
-        audio the player has yet to play, None before it starts, and the pause before;
-        ``gate`` starts the decoder runs where the path runs the decoder on its own)."""
-        ...
-
-    def durations(
-        self,
-        voice: Voice,
-        sequence: PhoneSequence,
-        features: CharFeatures,
-        style_vector: NDArray[np.float32],
-        inputs: ModelInputs,
-    ) -> NDArray[np.float32] | None:
-        """Frames per phone float32 [phones], None without a duration predictor."""
+    def per_phone(
+        self, features: CharFeatures, word2ph: NDArray[np.int64]
+    ) -> NDArray[np.float32] | ort.OrtValue:
+        """The features a voice reads (``SentenceInput.bert``): each token's row repeated for
+        its phones, where the path keeps them."""
         ...
 
     def close(self) -> None:
@@ -103,32 +79,10 @@ class HostPath:
     def join(self, per_sentence: Sequence[CharFeatures]) -> CharFeatures:
         return join_char_features([_on_host(features) for features in per_sentence])
 
-    def synthesize_pieces(
-        self,
-        voice: Voice,
-        sequence: PhoneSequence,
-        features: CharFeatures,
-        style_vector: NDArray[np.float32],
-        inputs: ModelInputs,
-        first_frames: int | None,
-        lead: tuple[float | None, float],
-        gate: RunGate,
-    ) -> Generator[DecodedPiece]:
-        bert = spread_over_phones(_on_host(features), sequence.word2ph)
-        return voice.synthesize_pieces(
-            sequence, bert, style_vector, inputs, first_frames, lead, gate
-        )
-
-    def durations(
-        self,
-        voice: Voice,
-        sequence: PhoneSequence,
-        features: CharFeatures,
-        style_vector: NDArray[np.float32],
-        inputs: ModelInputs,
-    ) -> NDArray[np.float32] | None:
-        bert = spread_over_phones(_on_host(features), sequence.word2ph)
-        return voice.durations(sequence, bert, style_vector, inputs)
+    def per_phone(
+        self, features: CharFeatures, word2ph: NDArray[np.int64]
+    ) -> NDArray[np.float32] | ort.OrtValue:
+        return spread_over_phones(_on_host(features), word2ph)
 
     def close(self) -> None:
         """Nothing to release: the features are numpy arrays."""
@@ -174,40 +128,14 @@ class DevicePath:
         batch = ort.OrtValue.ortvalue_from_numpy(joined[np.newaxis], self.memory, 0)
         return DeviceFeatures(batch, np.arange(joined.shape[0], dtype=np.int64))
 
-    def synthesize_pieces(
-        self,
-        voice: Voice,
-        sequence: PhoneSequence,
-        features: CharFeatures,
-        style_vector: NDArray[np.float32],
-        inputs: ModelInputs,
-        first_frames: int | None,
-        lead: tuple[float | None, float],
-        gate: RunGate,
-    ) -> Generator[DecodedPiece]:
-        """One piece: a GPU decodes a whole sentence in less time than a first piece plays
-        (and too soon to be worth cutting short: ``gate`` is not used)."""
-        bert = self.spread_over_phones(_on_device(features), sequence.word2ph)
-        yield DecodedPiece(voice.synthesize_bound(sequence, bert, style_vector, inputs), True)
-
-    def durations(
-        self,
-        voice: Voice,
-        sequence: PhoneSequence,
-        features: CharFeatures,
-        style_vector: NDArray[np.float32],
-        inputs: ModelInputs,
-    ) -> NDArray[np.float32] | None:
-        bert = self.spread_over_phones(_on_device(features), sequence.word2ph)
-        return voice.durations_bound(sequence, bert, style_vector, inputs)
-
     def close(self) -> None:
         del self._spread
 
-    def spread_over_phones(
-        self, features: DeviceFeatures, word2ph: NDArray[np.int64]
-    ) -> ort.OrtValue:
+    def per_phone(
+        self, features: CharFeatures, word2ph: NDArray[np.int64]
+    ) -> NDArray[np.float32] | ort.OrtValue:
         """float32 [1, hidden, phones] in device memory, each token's row repeated per phone."""
+        features = _on_device(features)
         if word2ph.shape[0] != len(features):
             raise ValueError(f"word2ph has {word2ph.shape[0]} entries for {len(features)} tokens")
         hidden, index = SPREAD_INPUTS

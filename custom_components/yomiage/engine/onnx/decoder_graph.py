@@ -7,7 +7,7 @@ on the latent frames within its receptive field. Cut there, the synthesizer beco
 and the decoder can run over the first frames of a sentence first, so that its audio starts
 playing while the rest is decoded (engine streaming), with the same samples as one whole run.
 
-Written against the ONNX wire format like optimize.py: the weights are never decoded.
+Written against the ONNX wire format like rewrite.py: the weights are never decoded.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import onnx_wire as wire
-from .onnx_wire import Chunks, Node, Tensor
+from . import wire
+from .wire import Chunks, Node, Tensor
 
 DECODER_SCOPE = "/dec/"  # node-name scope of the decoder in graphs exported from PyTorch
 FLOAT = 1
@@ -43,20 +43,17 @@ class DecoderSplit:
 
 def split_decoder(model: memoryview, scope: str = DECODER_SCOPE) -> DecoderSplit | None:
     """The two halves of a synthesizer, or None when its decoder cannot be cut out cleanly."""
-    model_fields = list(wire.fields(model))
-    graph_field = next((f for f in model_fields if f.number == wire.MODEL_GRAPH), None)
-    if graph_field is None:
-        raise wire.WireError("no graph in the model")
-    graph = _Parsed.read(wire.as_message(graph_field.value))
+    model_fields, graph_field = wire.model_graph(model)
+    graph = wire.Graph.parse(wire.as_message(graph_field.value))
     decoder = {p for p, node in graph.nodes.items() if scope in node.name}
-    boundary = graph.boundary(decoder)
+    boundary = _boundary(graph, decoder)
     if boundary is None:
         return None
     shape = decoder_shape(graph, decoder, boundary)
     if shape is None:
         return None
-    front = graph.encode(set(graph.nodes) - decoder, outputs=boundary)
-    back = graph.encode(decoder, inputs=boundary)
+    front = _encode(graph, set(graph.nodes) - decoder, outputs=boundary)
+    back = _encode(graph, decoder, inputs=boundary)
     return DecoderSplit(
         front=wire.with_graph(model_fields, graph_field, front),
         decoder=wire.with_graph(model_fields, graph_field, back),
@@ -71,7 +68,7 @@ def read_split(source: Path) -> DecoderSplit | None:
 
 
 def decoder_shape(
-    graph: _Parsed, decoder: set[int], boundary: tuple[str, ...]
+    graph: wire.Graph, decoder: set[int], boundary: tuple[str, ...]
 ) -> DecoderShape | None:
     """Hop and receptive field of the decoder, walked from its inputs to the audio.
 
@@ -123,95 +120,69 @@ def _single(node: Node, name: str) -> int:
     return attribute.ints[0] if attribute and attribute.ints else 1
 
 
-@dataclass
-class _Parsed:
-    items: list[wire.Field]
-    nodes: dict[int, Node]
-    initializers: dict[str, Tensor]
-    inputs: list[str]
-    outputs: list[str]
+def _boundary(graph: wire.Graph, decoder: set[int]) -> tuple[str, ...] | None:
+    """The tensors the decoder reads from the rest of the graph (latent, speaker).
 
-    @classmethod
-    def read(cls, payload: memoryview) -> _Parsed:
-        parsed = cls(list(wire.fields(payload)), {}, {}, [], [])
-        for position, item in enumerate(parsed.items):
-            if item.number == wire.GRAPH_NODE:
-                parsed.nodes[position] = wire.parse_node(item)
-            elif item.number == wire.GRAPH_INITIALIZER:
-                tensor = wire.parse_tensor(item)
-                parsed.initializers[tensor.name] = tensor
-            elif item.number == wire.GRAPH_INPUT:
-                parsed.inputs.append(wire.value_info_rank(item)[0])
-            elif item.number == wire.GRAPH_OUTPUT:
-                parsed.outputs.append(wire.value_info_rank(item)[0])
-        return parsed
-
-    def boundary(self, decoder: set[int]) -> tuple[str, ...] | None:
-        """The tensors the decoder reads from the rest of the graph (latent, speaker).
-
-        None unless the decoder is a clean tail: it makes every graph output, nothing outside
-        reads its tensors, no subgraph is involved, and exactly two tensors come in.
-        """
-        if not decoder:
+    None unless the decoder is a clean tail: it makes every graph output, nothing outside
+    reads its tensors, no subgraph is involved, and exactly two tensors come in.
+    """
+    if not decoder:
+        return None
+    made = {out for p in decoder for out in graph.nodes[p].outputs}
+    if not set(graph.outputs) <= made:
+        return None
+    for position, node in graph.nodes.items():
+        if any(a.graphs for a in node.attributes):
             return None
-        made = {out for p in decoder for out in self.nodes[p].outputs}
-        if not set(self.outputs) <= made:
+        if position not in decoder and made.intersection(node.inputs):
             return None
-        for position, node in self.nodes.items():
-            if any(a.graphs for a in node.attributes):
-                return None
-            if position not in decoder and made.intersection(node.inputs):
-                return None
-        entering = [
-            name
-            for p in sorted(decoder)
-            for name in self.nodes[p].inputs
-            if name and name not in made and name not in self.initializers
-        ]
-        unique = list(dict.fromkeys(entering))
-        if len(unique) != 2 or any(name in self.inputs for name in unique):
-            return None
-        return tuple(unique)
+    entering = [
+        name
+        for p in sorted(decoder)
+        for name in graph.nodes[p].inputs
+        if name and name not in made and name not in graph.initializers
+    ]
+    unique = list(dict.fromkeys(entering))
+    if len(unique) != 2 or any(name in graph.inputs for name in unique):
+        return None
+    return tuple(unique)
 
-    def encode(
-        self, keep: set[int], outputs: tuple[str, ...] = (), inputs: tuple[str, ...] = ()
-    ) -> Chunks:
-        """The graph with only the ``keep`` nodes and the initializers they read; ``outputs``
-        replace its outputs, ``inputs`` its inputs (both declared as float tensors)."""
-        read = {name for p in keep for name in self.nodes[p].inputs}
-        made = {name for p in keep for name in self.nodes[p].outputs}
-        out = Chunks()
-        for position, item in enumerate(self.items):
-            if self._keeps(position, item, keep, read, made, bool(outputs), bool(inputs)):
-                out.add(item.raw)
-        for name in inputs:
-            out.add(
-                wire.bytes_field(wire.GRAPH_INPUT, wire.value_info(name, wire.TENSOR_FLOAT, None))
-            )
-        for name in outputs:
-            out.add(
-                wire.bytes_field(wire.GRAPH_OUTPUT, wire.value_info(name, wire.TENSOR_FLOAT, None))
-            )
-        return out
 
-    def _keeps(
-        self,
-        position: int,
-        item: wire.Field,
-        keep: set[int],
-        read: set[str],
-        made: set[str],
-        new_outputs: bool,
-        new_inputs: bool,
-    ) -> bool:
-        if item.number == wire.GRAPH_NODE:
-            return position in keep
-        if item.number == wire.GRAPH_INITIALIZER:
-            return wire.parse_tensor(item).name in read
-        if item.number == wire.GRAPH_INPUT:
-            return not new_inputs
-        if item.number == wire.GRAPH_OUTPUT:
-            return not new_outputs
-        if item.number == wire.GRAPH_VALUE_INFO:
-            return wire.value_info_rank(item)[0] in made
-        return True
+def _encode(
+    graph: wire.Graph, keep: set[int], outputs: tuple[str, ...] = (), inputs: tuple[str, ...] = ()
+) -> Chunks:
+    """The graph with only the ``keep`` nodes and the initializers they read; ``outputs``
+    replace its outputs, ``inputs`` its inputs (both declared as float tensors)."""
+    read = {name for p in keep for name in graph.nodes[p].inputs}
+    made = {name for p in keep for name in graph.nodes[p].outputs}
+    out = Chunks()
+    for position, item in enumerate(graph.items):
+        if _keeps(position, item, keep, read, made, bool(outputs), bool(inputs)):
+            out.add(item.raw)
+    for name in inputs:
+        out.add(wire.bytes_field(wire.GRAPH_INPUT, wire.value_info(name, wire.TENSOR_FLOAT, None)))
+    for name in outputs:
+        out.add(wire.bytes_field(wire.GRAPH_OUTPUT, wire.value_info(name, wire.TENSOR_FLOAT, None)))
+    return out
+
+
+def _keeps(
+    position: int,
+    item: wire.Field,
+    keep: set[int],
+    read: set[str],
+    made: set[str],
+    new_outputs: bool,
+    new_inputs: bool,
+) -> bool:
+    if item.number == wire.GRAPH_NODE:
+        return position in keep
+    if item.number == wire.GRAPH_INITIALIZER:
+        return wire.parse_tensor(item).name in read
+    if item.number == wire.GRAPH_INPUT:
+        return not new_inputs
+    if item.number == wire.GRAPH_OUTPUT:
+        return not new_outputs
+    if item.number == wire.GRAPH_VALUE_INFO:
+        return wire.value_info_rank(item)[0] in made
+    return True

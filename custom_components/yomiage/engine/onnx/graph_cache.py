@@ -1,0 +1,40 @@
+"""The folder of prepared graphs: where a prepared form of a model file lives, and how it is
+replaced. A prepared file is named after its source's path and versioned by the source's size,
+mtime and the settings it was made with, so a changed model or onnxruntime builds a new one."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+
+def default_cache_dir() -> Path:
+    """$YOMIAGE_CACHE_DIR, else $XDG_CACHE_HOME/yomiage, else ~/.cache/yomiage."""
+    explicit = os.environ.get("YOMIAGE_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "yomiage"
+
+
+def cache_entry(source: Path, folder: Path, settings: str, suffix: str, label: str = "") -> Path:
+    """Where a prepared form of ``source`` lives: named after the source's path (and ``label``,
+    for several files made from one source), versioned by its size, mtime and ``settings``
+    (everything else the prepared file depends on)."""
+    resolved = source.resolve()
+    stat = resolved.stat()
+    identity = f"{stat.st_size}|{stat.st_mtime_ns}|{settings}"
+    place = hashlib.sha256(str(resolved).encode()).hexdigest()[:10]
+    version = hashlib.sha256(identity.encode()).hexdigest()[:10]
+    name = f"{resolved.stem}.{label}" if label else resolved.stem
+    return folder / f"{name}-{place}-{version}{suffix}"
+
+
+def install_entry(built: Path, entry: Path) -> None:
+    """Move a finished file into place atomically; drop older versions of the same source."""
+    os.replace(built, entry)
+    place = entry.name[: entry.name.rindex("-")]
+    for old in entry.parent.glob(f"{place}-*"):
+        if old.name != entry.name:
+            old.unlink(missing_ok=True)

@@ -44,6 +44,7 @@ CONFIG_SCHEMA = vol.Schema(
         vol.Optional("startup"): vol.In(STARTUP),
         vol.Optional("boot"): vol.In(["auto", "manual", "manual_only"]),
         vol.Optional("discovery"): [str],
+        vol.Optional("backup_exclude"): [str],
         vol.Optional("map"): [
             {vol.Required("type"): vol.In(MAP_TYPES), vol.Optional("read_only"): bool}
         ],

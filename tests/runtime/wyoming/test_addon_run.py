@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
@@ -52,6 +52,20 @@ def test_the_default_options_mean_the_official_voices_in_the_data_volume(
     assert plan.repo == run.OFFICIAL_REPO
     assert plan.bundle == tmp_path / "voices" / run.OFFICIAL_REPO.replace("/", "--")
     assert options.speakers == () and options.threads is None
+
+
+@pytest.mark.parametrize("voices", ["official", "hub"])
+def test_backups_leave_out_the_voices_and_prepared_graphs_but_not_the_options(
+    run: ModuleType, tmp_path: Path, voices: str
+) -> None:
+    """The Supervisor archives /data as data/..., skipping what a backup_exclude pattern matches
+    (PurePath.match: the pattern against the end of the path)."""
+    excluded: list[str] = yaml.safe_load((ADDON / "config.yaml").read_text())["backup_exclude"]
+    plan = run.plan_voices(_options(run, voices=voices, hub_repo="someone/voices"), tmp_path)
+    for place in (plan.bundle, plan.prepared_graphs):
+        top = PurePosixPath("data", place.relative_to(tmp_path).parts[0])
+        assert any(top.match(pattern) for pattern in excluded), place
+    assert not any(PurePosixPath("data/options.json").match(pattern) for pattern in excluded)
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cpu_cap import CpuCap
 
 REPO = Path(__file__).resolve().parent.parent
 FULL_BUNDLE = REPO / ".cache" / "bundle-full"
@@ -110,11 +113,14 @@ class Plan:
 class Worker:
     """A bench_worker process: one JSON line out, one JSON line back."""
 
-    def __init__(self, config: Config, plan: Plan) -> None:
+    def __init__(self, config: Config, plan: Plan, cap: CpuCap | None = None) -> None:
+        """``cap``: the process starts inside that CPU cap (tools/pi_bench.py)."""
         self.config = config
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **config.env}
         command = [str(config.python), "-m", "tools.bench_worker", "--impl", config.impl]
         command += ["--bundle", str(plan.bundle), "--voice", plan.voice]
+        if cap is not None:
+            command = cap.wrap(command)
         self.log = (plan.out / f"{config.name}.log").open("a", encoding="utf-8")
         self.spawned = time.perf_counter()
         self.process = subprocess.Popen(

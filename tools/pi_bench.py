@@ -1,0 +1,245 @@
+"""The slow box: Yomiage and hayakoe under one Linux CPU cap, calibrated each run so that hayakoe
+speaks the short text at its Raspberry Pi 4B speed (0.30x real time).
+
+    .venv-tools/bin/python -m tools.pi_bench [--reps 3] [--out bench-out/pi]
+
+A proxy, not a Pi: this machine's x86 kernels inside a cgroup that grants the engines a fraction of
+one core's time (tools/cpu_cap.py), which makes every message slower than real time, as it is on a
+Pi, so that what a listener hears there (the wait for first audio, the gaps while the next sentence
+is not ready) can be measured here. ARM itself is checked apart (tests/arm64).
+
+Yomiage's graph cache is prepared first, uncapped (its first start ever is not what is measured
+here). The cap: one hayakoe process, its cap changed until the short text runs at 0.30 +- 0.04x
+real time. Then, repetition by repetition, the engines alternating, each in a fresh process that
+starts and loads inside the cap: the Assist reply and the long text streamed to their end the way
+Home Assistant asks (first audio, the playback waits a player starting with the first piece would
+hear, the time to the last piece), and the 3-sentence text synthesised (speed factor, CPU seconds
+per audio second). Needs root. Written to the output folder: pi.json, pi.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .bench import (
+    REPO,
+    TEXTS,
+    BenchError,
+    Config,
+    Plan,
+    Worker,
+    bundle_for,
+    configs_for,
+    machine,
+    one_speaker_view,
+)
+from .cpu_cap import CpuCap, CpuCapError
+
+PI_SPEED = 0.30  # hayakoe 1.3.1 on a Raspberry Pi 4B, x real time (the brief's figure)
+PI_TOLERANCE = 0.04
+CALIBRATION_TEXT = "short"
+MAX_PROBES = 8
+STREAMED = ("assist", "long")  # streamed to their end
+SYNTHESISED = "medium"  # the 3-sentence text: speed factor
+
+
+def calibrate(cap: CpuCap, peer: Config, plan: Plan) -> tuple[float, list[list[float]]]:
+    """The cap (cores' worth of time) at which ``peer`` speaks the calibration text at the Pi's
+    speed, and every probe as [cap, speed]. Speed goes with the time granted, so each probe
+    scales the cap by how far off the last one was."""
+    text = TEXTS[CALIBRATION_TEXT]
+    worker = Worker(peer, plan, cap)
+    probes: list[list[float]] = []
+    try:
+        worker.load()
+        worker.ask("synth", text=text)  # warm-up, uncapped
+        cpus = 1.0
+        for _ in range(MAX_PROBES):
+            cap.set(cpus)
+            answer = worker.ask("synth", text=text)
+            speed = answer["audio_s"] / answer["compute_s"]
+            probes.append([cpus, speed])
+            _progress(f"calibration: {cpus:.3f} CPU -> {peer.name} at {speed:.3f}x real time")
+            if abs(speed - PI_SPEED) <= PI_TOLERANCE:
+                return cpus, probes
+            cpus *= PI_SPEED / speed
+    finally:
+        worker.close()
+        cap.set(None)
+    raise BenchError(f"no cap put {peer.name} at {PI_SPEED}x real time in {MAX_PROBES} probes")
+
+
+def measure(cap: CpuCap, cpus: float, config: Config, plan: Plan) -> dict[str, float]:
+    """One repetition of one engine: a fresh process, started, loaded and measured in the cap."""
+    cap.set(cpus)
+    worker = Worker(config, plan, cap)
+    try:
+        figures = {"ready_s": worker.load()["ready_s"]}
+        for name in STREAMED:
+            streamed = worker.ask("stream", text=TEXTS[name], whole=True)
+            figures.update({f"{name}_{key}": value for key, value in streamed.items()})
+        synthesised = worker.ask("synth", text=TEXTS[SYNTHESISED])
+        figures.update({f"{SYNTHESISED}_{key}": value for key, value in synthesised.items()})
+    finally:
+        worker.close()
+        cap.set(None)
+    return figures
+
+
+def run(configs: Sequence[Config], plan: Plan, name: str) -> dict[str, Any]:
+    ours, peer = configs
+    results: dict[str, Any] = {"machine": machine(), "bundle": str(plan.source), "runs": {}}
+    prepare = Worker(ours, plan)  # Yomiage's first start ever (its graph cache), uncapped
+    try:
+        prepare.load()
+    finally:
+        prepare.close()
+    with CpuCap(name) as cap:
+        cpus, probes = calibrate(cap, peer, plan)
+        results["cap_cpus"], results["calibration"] = cpus, probes
+        for rep in range(plan.reps):
+            for config in (ours, peer) if rep % 2 == 0 else (peer, ours):
+                figures = measure(cap, cpus, config, plan)
+                runs = results["runs"].setdefault(config.name, {})
+                for key, value in figures.items():
+                    runs.setdefault(key, []).append(value)
+                first, last = figures["assist_first_audio_s"], figures["long_last_audio_s"]
+                _progress(
+                    f"rep {rep + 1}: {config.name} first audio {first:.2f} s,"
+                    f" long text to its end {last:.1f} s"
+                )
+    return results
+
+
+# -- the report ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Row:
+    name: str
+    ours: float
+    peer: float
+    goal: str
+    met: bool | None  # None: no target, shown for what it says
+
+
+def rows(results: dict[str, Any], ours: str, peer: str) -> list[Row]:
+    """Issue 20's targets under the cap (medians of the repetitions; first audio's worst too)."""
+    mine, theirs = results["runs"][ours], results["runs"][peer]
+
+    def median(runs: dict[str, list[float]], key: str) -> float:
+        return statistics.median(runs[key])
+
+    def speed(runs: dict[str, list[float]]) -> float:
+        pairs = zip(runs[f"{SYNTHESISED}_audio_s"], runs[f"{SYNTHESISED}_compute_s"], strict=True)
+        return statistics.median(audio / compute for audio, compute in pairs)
+
+    first, worst = median(mine, "assist_first_audio_s"), max(mine["assist_first_audio_s"])
+    waits, peer_waits = median(mine, "assist_waits_s"), median(theirs, "assist_waits_s")
+    long_s, peer_long_s = median(mine, "long_last_audio_s"), median(theirs, "long_last_audio_s")
+    cost = median(mine, f"{SYNTHESISED}_cpu_s") / median(mine, f"{SYNTHESISED}_audio_s")
+    peer_cost = median(theirs, f"{SYNTHESISED}_cpu_s") / median(theirs, f"{SYNTHESISED}_audio_s")
+    return [
+        Row(
+            "first audio, Assist reply (s)",
+            first,
+            median(theirs, "assist_first_audio_s"),
+            "<= 2.5 s",
+            first <= 2.5,
+        ),
+        Row(
+            "first audio, Assist reply, worst (s)",
+            worst,
+            max(theirs["assist_first_audio_s"]),
+            "<= 4 s",
+            worst <= 4.0,
+        ),
+        Row(
+            "playback waits, Assist reply (s)",
+            waits,
+            peer_waits,
+            "<= 0.5x peer",
+            waits <= 0.5 * peer_waits,
+        ),
+        Row(
+            "long text streamed to its end (s)",
+            long_s,
+            peer_long_s,
+            ">= 2x faster",
+            peer_long_s >= 2.0 * long_s,
+        ),
+        Row(
+            "speed, 3-sentence text (x real time)",
+            speed(mine),
+            speed(theirs),
+            ">= 2x peer",
+            speed(mine) >= 2.0 * speed(theirs),
+        ),
+        Row("CPU s per audio s, 3-sentence text", cost, peer_cost, "-", None),
+    ]
+
+
+def markdown(results: dict[str, Any], ours: str, peer: str) -> str:
+    host = results["machine"]
+    probes = ", ".join(f"{cpus:.3f} CPU -> {speed:.3f}x" for cpus, speed in results["calibration"])
+    lines = [
+        f"Slow-box proxy, not a Pi: {host['cpu']} ({host['cores']} cores, x86 kernels) inside one "
+        f"CPU cap of **{results['cap_cpus']:.3f} CPU**, where {peer} speaks the short text at "
+        f"{results['calibration'][-1][1]:.2f}x real time (aimed at {PI_SPEED} +- {PI_TOLERANCE};"
+        f" calibration: {probes}). Bundle `{Path(results['bundle']).name}`;"
+        f" median of {len(results['runs'][ours]['ready_s'])} repetitions, fresh processes.",
+        "",
+        f"| under the cap | {ours} | {peer} | goal | met |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows(results, ours, peer):
+        met = "-" if row.met is None else "yes" if row.met else "**no**"
+        lines.append(f"| {row.name} | {row.ours:.2f} | {row.peer:.2f} | {row.goal} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
+def _progress(message: str) -> None:
+    print(f"[pi_bench] {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.pi_bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=REPO / "bench-out" / "pi")
+    parser.add_argument("--bundle", type=Path, help="bundle to use instead of the full preset")
+    parser.add_argument(
+        "--peer",
+        choices=["hayakoe", "self"],
+        default="hayakoe",
+        help="self: calibrate on Yomiage (a smoke test of the harness)",
+    )
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    source = bundle_for(False, args.bundle, out).resolve()
+    bundle, voice = one_speaker_view(source, out / "bundle")
+    plan = Plan(source, bundle, voice, texts=(), warmups=0, reps=args.reps, out=out)
+    configs = configs_for(args.peer, out / "yomiage-cache")
+    try:
+        results = run(configs, plan, f"yomiage-pi-bench-{out.name}")
+    except (BenchError, CpuCapError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    report = markdown(results, configs[0].name, configs[1].name)
+    (out / "pi.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    (out / "pi.md").write_text(report, encoding="utf-8")
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,11 +1,16 @@
-"""Where the add-on's files are, and its run script loaded as a module."""
+"""Where the add-on's files are, its run script loaded as a module, and a stand-in for the
+Supervisor's discovery API."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 ADDON = REPO_ROOT / "addon"
@@ -20,3 +25,37 @@ def load_run_script() -> ModuleType:
     sys.modules[spec.name] = module  # dataclasses look their module up while being created
     spec.loader.exec_module(module)
     return module
+
+
+class FakeSupervisor:
+    """Records POSTs and answers like the Supervisor's discovery API."""
+
+    def __init__(self, status: int = 200, reply: dict[str, Any] | None = None) -> None:
+        self.requests: list[tuple[str, dict[str, str], Any]] = []
+        answer = json.dumps(reply or {"result": "ok", "data": {"uuid": "5ab8"}}).encode()
+        requests = self.requests
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                requests.append((self.path, dict(self.headers), json.loads(body)))
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._http = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._http.server_port}"
+        self._thread = threading.Thread(target=self._http.serve_forever)
+
+    def __enter__(self) -> FakeSupervisor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.shutdown()
+        self._thread.join()
+        self._http.server_close()

@@ -10,10 +10,8 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path, PurePosixPath
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -24,7 +22,7 @@ import yaml
 from yomiage.download_cli import add_subcommands
 from yomiage.wyoming_server import WyomingTtsServer, add_serve_command
 
-from .addon import ADDON, RUN_SCRIPT, load_run_script
+from .addon import ADDON, RUN_SCRIPT, FakeSupervisor, load_run_script
 from .client import address
 
 
@@ -178,40 +176,6 @@ def test_voices_already_downloaded_are_used_when_the_hub_is_out_of_reach(
 
 
 # -- the Supervisor --------------------------------------------------------------------------------
-class FakeSupervisor:
-    """Records POSTs and answers like the Supervisor's discovery API."""
-
-    def __init__(self, status: int = 200, reply: dict[str, Any] | None = None) -> None:
-        self.requests: list[tuple[str, dict[str, str], Any]] = []
-        answer = json.dumps(reply or {"result": "ok", "data": {"uuid": "5ab8"}}).encode()
-        requests = self.requests
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                requests.append((self.path, dict(self.headers), json.loads(body)))
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._http = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._http.server_port}"
-        self._thread = threading.Thread(target=self._http.serve_forever)
-
-    def __enter__(self) -> FakeSupervisor:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._http.shutdown()
-        self._thread.join()
-        self._http.server_close()
-
-
 @pytest.fixture
 def supervisor(socket_enabled: None) -> Iterator[FakeSupervisor]:
     with FakeSupervisor() as fake:

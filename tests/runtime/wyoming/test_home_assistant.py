@@ -6,17 +6,14 @@ The config entry is made the way the add-on's discovery message makes it (Superv
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from homeassistant.components import tts
-from homeassistant.config_entries import SOURCE_HASSIO, SOURCE_USER, ConfigEntry
+from homeassistant.config_entries import SOURCE_USER, ConfigEntry
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.exceptions import HomeAssistantError
-from homeassistant.helpers.service_info.hassio import HassioServiceInfo
 from homeassistant.setup import async_setup_component
 from yomiage_engine.synthesis.engine import Engine
 from yomiage_engine.text.split import split_sentences
@@ -25,8 +22,7 @@ from yomiage.wyoming_server import WyomingTtsServer
 
 from ..wav import read_wav
 from .client import THREE_SENTENCES, address, engine_pcm, engine_stream_pcm
-
-ENTITY_ID = "tts.yomiage"
+from .home_assistant import add_from_discovery, tts_audio, tts_entity
 
 
 @pytest.fixture(autouse=True)
@@ -40,47 +36,17 @@ async def wyoming_entry(
     hass: HomeAssistant, server: WyomingTtsServer
 ) -> AsyncIterator[ConfigEntry]:
     """Set up as after the add-on announced ``tcp://HOST:PORT`` through the Supervisor."""
-    assert await async_setup_component(hass, "homeassistant", {})  # conversation needs it
-    assert await async_setup_component(hass, "http", {})
     host, port = address(server)
-    discovery = HassioServiceInfo(
-        config={"uri": f"tcp://{host}:{port}"}, name="Yomiage", slug="yomiage", uuid="1234"
-    )
-    result = await hass.config_entries.flow.async_init(
-        "wyoming", context={"source": SOURCE_HASSIO}, data=discovery
-    )
-    assert (result["type"], result.get("step_id")) == (FlowResultType.FORM, "hassio_confirm")
-    result = await hass.config_entries.flow.async_configure(result["flow_id"], {})
-    assert result["type"] is FlowResultType.CREATE_ENTRY
-    assert result["data"] == {"host": host, "port": port}
-    await hass.async_block_till_done()
-    entry = result["result"]
+    entry = await add_from_discovery(hass, {"uri": f"tcp://{host}:{port}"})
+    assert entry.data == {"host": host, "port": port}
     yield entry
     assert await hass.config_entries.async_unload(entry.entry_id)
-
-
-def _entity(hass: HomeAssistant) -> tts.TextToSpeechEntity:
-    entity = hass.data[tts.DATA_COMPONENT].get_entity(ENTITY_ID)
-    assert entity is not None
-    return entity
-
-
-async def _audio(hass: HomeAssistant, message: str, voice: str) -> tuple[str, bytes]:
-    media_id = tts.generate_media_source_id(
-        hass,
-        message,
-        engine=ENTITY_ID,
-        language="ja",
-        options={tts.ATTR_VOICE: voice, tts.ATTR_PREFERRED_FORMAT: "wav"},
-        cache=False,
-    )
-    return await asyncio.wait_for(tts.async_get_media_source_audio(hass, media_id), 60)
 
 
 async def test_the_tts_entity_offers_every_voice_in_japanese(
     hass: HomeAssistant, wyoming_entry: ConfigEntry, engine: Engine
 ) -> None:
-    entity = _entity(hass)
+    entity = tts_entity(hass)
     assert entity.supported_languages == ["ja"]
     voices = entity.async_get_supported_voices("ja")
     assert voices is not None
@@ -93,7 +59,7 @@ async def test_home_assistant_gets_the_engine_audio_as_a_wav_file(
     hass: HomeAssistant, wyoming_entry: ConfigEntry, engine: Engine
 ) -> None:
     voice = f"{next(iter(engine.voices))}/{next(iter(engine.voices.values()))[-1]}"
-    extension, data = await _audio(hass, THREE_SENTENCES, voice)
+    extension, data = await tts_audio(hass, THREE_SENTENCES, voice)
     assert extension == "wav"
     audio = read_wav(data)
     assert (audio.sample_rate, audio.sample_width, audio.channels) == (engine.sample_rate, 2, 1)
@@ -108,7 +74,7 @@ async def test_an_unknown_voice_fails_in_home_assistant_instead_of_hanging(
 ) -> None:
     # Home Assistant 2025.4 says "No TTS from yomiage"; since 2025.7 it passes the server's text on.
     with pytest.raises(HomeAssistantError, match=r"No TTS|unknown speaker 'nobody'"):
-        await _audio(hass, "こんにちは。", "nobody/Neutral")
+        await tts_audio(hass, "こんにちは。", "nobody/Neutral")
 
 
 async def test_the_integration_can_also_be_added_by_hand(

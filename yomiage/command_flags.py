@@ -20,7 +20,10 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bundle", type=Path, required=True, help="voice bundle folder")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument(
-        "--threads", type=int, default=None, help="intra-op threads (default: cores)"
+        "--threads",
+        type=int,
+        default=None,
+        help="intra-op threads (default: physical cores, within a CPU quota)",
     )
     parser.add_argument(
         "--graph-cache",

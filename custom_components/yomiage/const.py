@@ -60,7 +60,7 @@ OPTION_DICTIONARY: Final = "dictionary"
 
 DEVICES: Final = ("auto", "cpu", "cuda")
 DEFAULT_DEVICE: Final = "auto"
-DEFAULT_THREADS: Final = 0  # 0 = the engine picks (physical cores)
+DEFAULT_THREADS: Final = 0  # 0 = the engine picks (physical cores, within a CPU quota)
 MAX_THREADS: Final = 64
 
 LANGUAGES: Final = ["ja", "ja-JP"]

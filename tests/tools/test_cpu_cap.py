@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from yomiage_engine.onnx.cores import usable_cores
 
 from tools.cpu_cap import CpuCap
 from tools.pi_bench import rows
@@ -74,3 +75,20 @@ def test_first_audio_is_judged_on_its_median_and_its_worst(
     assert found["playback waits, Assist reply (s)"].met  # 1.0 <= 0.5 x 3.0
     assert found["long text streamed to its end (s)"].met  # 90 >= 2 x 40
     assert found["speed, 3-sentence text (x real time)"].met  # 0.7 >= 2 x 0.3
+
+
+def test_the_engine_runs_one_thread_per_whole_cpu_of_the_cap() -> None:
+    """Inside the cap, the engine's sessions take the quota's threads (onnx/cores.py)."""
+    threads = [
+        sys.executable,
+        "-c",
+        "from yomiage_engine.onnx.sessions import SessionFactory;"
+        "print(SessionFactory().intra_op_threads)",
+    ]
+    with CpuCap(f"yomiage-test-{os.getpid()}") as cap:
+        cap.set(0.42)
+        capped = subprocess.run(cap.wrap(threads), check=True, capture_output=True, text=True)
+        cap.set(None)
+        uncapped = subprocess.run(cap.wrap(threads), check=True, capture_output=True, text=True)
+    assert int(capped.stdout) == 1
+    assert int(uncapped.stdout) == usable_cores()  # as this process, which runs uncapped

@@ -23,6 +23,7 @@ import onnxruntime as ort
 
 from ..errors import BundleError, DeviceUnavailableError
 from . import cuda_probe, device_graphs, graph_cache, rewrite, wire
+from .cores import usable_cores
 from .decoder_graph import DecoderShape, DecoderSplit, read_split
 from .wire import WireError
 
@@ -33,26 +34,6 @@ DEVICES = ("auto", "cpu", "cuda")
 # cuDNN's default search (EXHAUSTIVE) benchmarks every convolution again for each new input shape,
 # and every sentence has a new length; HEURISTIC asks cuDNN's heuristics instead, at no cost.
 CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC"}
-
-
-def physical_cores() -> int:
-    """Physical cores (hyper-threads share the FP units the convolutions need: no help)."""
-    cores: set[tuple[str, str]] = set()
-    physical_id = core_id = ""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
-            for line in cpuinfo:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "physical id":
-                    physical_id = value.strip()
-                elif key == "core id":
-                    core_id = value.strip()
-                    cores.add((physical_id, core_id))
-    except OSError:
-        pass
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(len(cores) or (usable or 1), usable or 1))
 
 
 def resolve_device(requested: str) -> str:
@@ -97,7 +78,7 @@ class SessionFactory:
 
     @property
     def intra_op_threads(self) -> int:
-        return self.threads if self.threads else physical_cores()
+        return self.threads if self.threads else usable_cores()
 
     @property
     def providers(self) -> list[str | tuple[str, dict[str, str]]]:

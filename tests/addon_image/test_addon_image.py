@@ -9,7 +9,7 @@ import json
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from homeassistant.core import HomeAssistant
 from yomiage_engine import Engine, SynthesisOptions
 
 from tests.runtime.wav import read_wav
-from tests.runtime.wyoming.addon import ADDON, FakeSupervisor
+from tests.runtime.wyoming.addon import ADDON, FakeSupervisor, free_port, wait_for
 from tests.runtime.wyoming.home_assistant import add_from_discovery, tts_audio, tts_entity
 
 from .conftest import TINY_BUNDLE, docker
@@ -47,19 +47,6 @@ class Container:
         return state
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _wait_for(condition: Callable[[], bool], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.25)
-
-
 @pytest.fixture
 def supervisor() -> Iterator[FakeSupervisor]:
     with FakeSupervisor() as fake:
@@ -74,7 +61,7 @@ def container(image: str, tmp_path: Path, supervisor: FakeSupervisor) -> Iterato
     defaults = yaml.safe_load((ADDON / "config.yaml").read_text())["options"]
     options = {**defaults, "voices": "local", "local_folder": "/share/yomiage"}
     (tmp_path / "options.json").write_text(json.dumps(options))
-    started = Container(f"yomiage-addon-test-{tmp_path.name}", _free_port(), tmp_path)
+    started = Container(f"yomiage-addon-test-{tmp_path.name}", free_port(), tmp_path)
     docker(
         "run",
         "--detach",
@@ -89,7 +76,7 @@ def container(image: str, tmp_path: Path, supervisor: FakeSupervisor) -> Iterato
         image,
     )
     try:
-        _wait_for(lambda: bool(supervisor.requests) or not started.state()["Running"], STARTUP_S)
+        wait_for(lambda: bool(supervisor.requests) or not started.state()["Running"], STARTUP_S)
         assert supervisor.requests, f"the add-on never announced itself:\n{started.logs()}"
         yield started
     finally:

@@ -1,12 +1,15 @@
-"""Where the add-on's files are, its run script loaded as a module, and a stand-in for the
-Supervisor's discovery API."""
+"""Where the add-on's files are, its run script loaded as a module, a stand-in for the
+Supervisor's discovery API, and waiting for the add-on to start."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import socket
 import sys
 import threading
+import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from types import ModuleType
@@ -59,3 +62,16 @@ class FakeSupervisor:
         self._http.shutdown()
         self._thread.join()
         self._http.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.2)

@@ -10,8 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -22,7 +21,7 @@ import yaml
 from yomiage.download_cli import add_subcommands
 from yomiage.wyoming_server import WyomingTtsServer, add_serve_command
 
-from .addon import ADDON, RUN_SCRIPT, FakeSupervisor, load_run_script
+from .addon import ADDON, RUN_SCRIPT, FakeSupervisor, free_port, load_run_script, wait_for
 from .client import address
 
 
@@ -210,13 +209,6 @@ async def test_healthcheck_asks_the_server_to_describe_itself(
     assert not await asyncio.to_thread(run.answers_describe, port)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def test_the_add_on_serves_a_local_bundle_and_announces_itself(
     run: ModuleType, tiny_bundle: Path, tmp_path: Path, supervisor: FakeSupervisor
 ) -> None:
@@ -226,7 +218,7 @@ def test_the_add_on_serves_a_local_bundle_and_announces_itself(
             {**_defaults(), "voices": "local", "local_folder": str(tiny_bundle), "threads": 1}
         )
     )
-    port = _free_port()
+    port = free_port()
     environment = {
         **os.environ,
         "YOMIAGE_ADDON_DATA": str(tmp_path),
@@ -247,7 +239,7 @@ def test_the_add_on_serves_a_local_bundle_and_announces_itself(
         [sys.executable, "-c", starter, str(RUN_SCRIPT), str(tiny_bundle.parent)], env=environment
     )
     try:
-        _wait_for(lambda: bool(supervisor.requests) or addon.poll() is not None, 120)
+        wait_for(lambda: bool(supervisor.requests) or addon.poll() is not None, 120)
         assert addon.poll() is None, "the add-on stopped"
         ((_, headers, body),) = supervisor.requests
         assert body["config"]["uri"] == f"tcp://{socket.gethostname()}:{port}"
@@ -260,9 +252,3 @@ def test_the_add_on_serves_a_local_bundle_and_announces_itself(
         addon.send_signal(signal.SIGTERM)
         assert addon.wait(60) == 0  # the server stopped cleanly on the forwarded signal
     assert not run.answers_describe(port)
-
-
-def _wait_for(condition: Callable[[], bool], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.2)

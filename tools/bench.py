@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .bench_worker import THREADS_VARIABLE
+
 if TYPE_CHECKING:
     from .cpu_cap import CpuCap
 
@@ -595,8 +597,12 @@ def _built(preset: str, folder: Path) -> Path:
     return ensure_bundle(preset, folder)
 
 
-def configs_for(peer: str, cache: Path) -> list[Config]:
-    ours = Config("yomiage", "yomiage", OURS_PYTHON, {"YOMIAGE_CACHE_DIR": str(cache)})
+def configs_for(peer: str, cache: Path, threads: int | None = None) -> list[Config]:
+    """``threads``: Yomiage's threads per run (None: the engine reads them from the box)."""
+    env = {"YOMIAGE_CACHE_DIR": str(cache)}
+    if threads is not None:
+        env[THREADS_VARIABLE] = str(threads)
+    ours = Config("yomiage", "yomiage", OURS_PYTHON, env)
     if peer == "none":
         return [ours]
     if peer == "hayakoe":

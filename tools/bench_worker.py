@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 MEMORY_FIELDS = ("VmHWM", "VmRSS", "RssAnon", "RssFile")
+# Yomiage's threads per run, where set (tools.pi_bench --threads); else the engine reads the box.
+THREADS_VARIABLE = "YOMIAGE_BENCH_THREADS"
 
 
 class Engine(Protocol):
@@ -55,7 +57,8 @@ class Yomiage:
         from yomiage_engine import SynthesisOptions
 
         self.imported = time.perf_counter()
-        self.engine = YomiageEngine(bundle, device="cpu")
+        threads = os.environ.get(THREADS_VARIABLE)
+        self.engine = YomiageEngine(bundle, device="cpu", threads=int(threads) if threads else None)
         self.engine.load_all()  # the bench bundle view holds the one speaker measured
         self.options = SynthesisOptions(voice=voice)
         self.rate = self.engine.sample_rate

@@ -1,7 +1,7 @@
 """The slow box: Yomiage and hayakoe under one Linux CPU cap, calibrated each run so that hayakoe
 speaks the short text at its Raspberry Pi 4B speed (0.30x real time).
 
-    .venv-tools/bin/python -m tools.pi_bench [--reps 3] [--out bench-out/pi]
+    .venv-tools/bin/python -m tools.pi_bench [--reps 3] [--threads N] [--out bench-out/pi]
 
 A proxy, not a Pi: this machine's x86 kernels inside a cgroup that grants the engines a fraction of
 one core's time (tools/cpu_cap.py), which makes every message slower than real time, as it is on a
@@ -15,6 +15,11 @@ starts and loads inside the cap: the Assist reply and the long text streamed to 
 Home Assistant asks (first audio, the playback waits a player starting with the first piece would
 hear, the time to the last piece), and the 3-sentence text synthesised (speed factor, CPU seconds
 per audio second). Needs root. Written to the output folder: pi.json, pi.md.
+
+Yomiage takes as many threads as the cap grants whole CPUs (engine/onnx/cores.py: one here), as
+it would in a container with a CPU limit; a Pi has no such limit and runs one thread per core,
+which no cap on this machine imitates. ``--threads N`` sets Yomiage's threads instead, to see
+what threads beyond the quota cost under it.
 """
 
 from __future__ import annotations
@@ -192,7 +197,8 @@ def markdown(results: dict[str, Any], ours: str, peer: str) -> str:
         f"CPU cap of **{results['cap_cpus']:.3f} CPU**, where {peer} speaks the short text at "
         f"{results['calibration'][-1][1]:.2f}x real time (aimed at {PI_SPEED} +- {PI_TOLERANCE};"
         f" calibration: {probes}). Bundle `{Path(results['bundle']).name}`;"
-        f" median of {len(results['runs'][ours]['ready_s'])} repetitions, fresh processes.",
+        f" median of {len(results['runs'][ours]['ready_s'])} repetitions, fresh processes;"
+        f" {ours}'s threads per run: {results.get('ours_threads') or 'read from the box'}.",
         "",
         f"| under the cap | {ours} | {peer} | goal | met |",
         "|---|---|---|---|---|",
@@ -222,18 +228,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="hayakoe",
         help="self: calibrate on Yomiage (a smoke test of the harness)",
     )
+    parser.add_argument(
+        "--threads", type=int, help="Yomiage's threads per run (default: read from the box)"
+    )
     args = parser.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     source = bundle_for(False, args.bundle, out).resolve()
     bundle, voice = one_speaker_view(source, out / "bundle")
     plan = Plan(source, bundle, voice, texts=(), warmups=0, reps=args.reps, out=out)
-    configs = configs_for(args.peer, out / "yomiage-cache")
+    configs = configs_for(args.peer, out / "yomiage-cache", args.threads)
     try:
         results = run(configs, plan, f"yomiage-pi-bench-{out.name}")
     except (BenchError, CpuCapError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    results["ours_threads"] = args.threads
     report = markdown(results, configs[0].name, configs[1].name)
     (out / "pi.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     (out / "pi.md").write_text(report, encoding="utf-8")

@@ -3,6 +3,7 @@ scripts/setup imports (the registry's python:3.13-slim is out of reach here)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tarfile
 from collections.abc import Iterator
@@ -13,7 +14,9 @@ import pytest
 from tests.runtime.wyoming.addon import ADDON, REPO_ROOT
 
 BASE_IMAGE = "yomiage-addon-base:trixie"  # scripts/setup
-IMAGE = "yomiage-addon:test"
+# Names of this run only: two runs on one machine (CI and a checkout) must not meet.
+RUN_NAME = f"yomiage-addon-test-{os.getpid()}"
+IMAGE = f"yomiage-addon:test-{os.getpid()}"
 TINY_BUNDLE = REPO_ROOT / "tests" / "fixtures" / "bundle-tiny"
 
 

@@ -24,7 +24,7 @@ from tests.runtime.wav import read_wav
 from tests.runtime.wyoming.addon import ADDON, FakeSupervisor, free_port, wait_for
 from tests.runtime.wyoming.home_assistant import add_from_discovery, tts_audio, tts_entity
 
-from .conftest import TINY_BUNDLE, docker
+from .conftest import RUN_NAME, TINY_BUNDLE, docker
 
 MESSAGE = "リビングの照明をつけました。ほかに何かお手伝いできることはありますか？"
 STARTUP_S = 120  # graphs prepared for this CPU at the first start, then the server's load
@@ -61,7 +61,7 @@ def container(image: str, tmp_path: Path, supervisor: FakeSupervisor) -> Iterato
     defaults = yaml.safe_load((ADDON / "config.yaml").read_text())["options"]
     options = {**defaults, "voices": "local", "local_folder": "/share/yomiage"}
     (tmp_path / "options.json").write_text(json.dumps(options))
-    started = Container(f"yomiage-addon-test-{tmp_path.name}", free_port(), tmp_path)
+    started = Container(f"{RUN_NAME}-{tmp_path.name}", free_port(), tmp_path)
     docker(
         "run",
         "--detach",

@@ -17,11 +17,12 @@ _CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 def usable_cores(proc: Path = Path("/proc"), cgroup_root: Path = _CGROUP_ROOT) -> int:
     """Threads for a model run on this machine, at least 1."""
-    cores = min(_physical_cores(proc), _affinity())
+    affinity = _affinity()
+    cores = min(_physical_cores(proc) or affinity, affinity)
     quota = cpu_quota(proc, cgroup_root)
     if quota is not None:
         cores = min(cores, max(1, math.floor(quota + 0.5)))
-    return max(1, cores)
+    return cores
 
 
 def cpu_quota(proc: Path = Path("/proc"), cgroup_root: Path = _CGROUP_ROOT) -> float | None:
@@ -38,9 +39,9 @@ def cpu_quota(proc: Path = Path("/proc"), cgroup_root: Path = _CGROUP_ROOT) -> f
     for line in lines:
         _, controllers, path = line.split(":", 2)
         if controllers == "":  # v2: the unified hierarchy
-            folders = [cgroup_root, cgroup_root / "unified"]
-        elif "cpu" in controllers.split(","):
-            folders = [cgroup_root / controllers] + [cgroup_root / "cpu"] * (controllers != "cpu")
+            folders = {cgroup_root, cgroup_root / "unified"}
+        elif "cpu" in controllers.split(","):  # mounted under its own name, or as cpu
+            folders = {cgroup_root / controllers, cgroup_root / "cpu"}
         else:
             continue
         for folder in folders:
@@ -76,6 +77,7 @@ def _v1_limit(folder: Path) -> float | None:
 
 
 def _physical_cores(proc: Path) -> int:
+    """Distinct (physical id, core id) pairs in cpuinfo; 0 where it lists none (some ARM)."""
     cores: set[tuple[str, str]] = set()
     physical_id = ""
     try:
@@ -89,7 +91,7 @@ def _physical_cores(proc: Path) -> int:
                     cores.add((physical_id, value.strip()))
     except OSError:
         pass
-    return len(cores) or _affinity()
+    return len(cores)
 
 
 def _affinity() -> int:

@@ -4,6 +4,7 @@ scripts/setup imports (the registry's python:3.13-slim is out of reach here)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tarfile
 from collections.abc import Iterator
@@ -56,11 +57,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     docker("image", "inspect", BASE_IMAGE)  # built by scripts/setup
     context = tmp_path_factory.mktemp("addon-context")
-    for file in ADDON.rglob("*"):
-        if file.is_file():
-            target = context / file.relative_to(ADDON)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(file.read_bytes())
+    shutil.copytree(ADDON, context, dirs_exist_ok=True)
     _checkout_archive(context / "yomiage-source.tar")
     # pip inside the build fetches the wheels: the registry is reached through the host's network.
     docker(

@@ -140,15 +140,16 @@ def narrow_decoder(channels: int) -> bytes:
     """x -> ConvTranspose (x2, to ``channels``) -> LeakyRelu -> dilated Conv -> residual Add ->
     Conv to one channel -> Tanh: a decoder end that is all narrow tail."""
     rng = np.random.default_rng(channels)
+    scale = 0.3 * np.sqrt(16 / channels)  # outputs of one size whatever the width
     b = ModelBuilder()
     x = b.input("x", [1, 16, "T"])
     up_weight = b.weight("wt", (rng.standard_normal((16, channels, 4)) * 0.3).astype(np.float32))
     up = b.node("ConvTranspose", [x, up_weight], "up", *conv_attributes(4, stride=2, pad=1))
     a = b.node("LeakyRelu", [up], "a", float_attribute("alpha", 0.1))
-    w1 = b.weight("w1", (rng.standard_normal((channels, channels, 3)) * 0.3).astype(np.float32))
+    w1 = b.weight("w1", (rng.standard_normal((channels, channels, 3)) * scale).astype(np.float32))
     c1 = b.node("Conv", [a, w1], "c1", *conv_attributes(3, dilation=3))
     s = b.node("Add", [up, c1], "s")
-    w2 = b.weight("w2", (rng.standard_normal((1, channels, 7)) * 0.3).astype(np.float32))
+    w2 = b.weight("w2", (rng.standard_normal((1, channels, 7)) * scale).astype(np.float32))
     post = b.node("Conv", [s, w2], "post", *conv_attributes(7))
     b.node("Tanh", [post], "y")
     b.output("y", [1, 1, "T2"])
@@ -169,10 +170,29 @@ def test_narrow_tail_of_any_width_keeps_the_samples(channels: int) -> None:
         np.testing.assert_allclose(after, before, atol=TOLERANCE, rtol=0)
 
 
+@pytest.mark.parametrize(("block", "halved"), [(8, False), (16, True)])
+def test_the_tail_starts_where_blocked_kernels_leave_a_thread_idle(
+    block: int, halved: bool
+) -> None:
+    """onnxruntime shares a blocked convolution between threads by four blocks of output
+    channels: 64 channels are one piece of work in blocks of 16 (AVX-512), two in blocks of 8."""
+    original = narrow_decoder(64)
+    chunks = lift_convolutions(memoryview(original), min_channels=64, block=block)
+    assert chunks is not None
+    rewritten = b"".join(bytes(part) for part in chunks.parts)
+    assert Counter(node.op_type for node in nodes_of(rewritten))["Concat"] == (2 if halved else 0)
+    rng = np.random.default_rng(block)
+    for frames in (1, 19, 301):
+        feeds = {"x": rng.standard_normal((1, 16, frames)).astype(np.float32)}
+        (before,), (after,) = run(original, feeds), run(rewritten, feeds)
+        assert after.shape == before.shape == (1, 1, 2 * frames)
+        np.testing.assert_allclose(after, before, atol=TOLERANCE, rtol=0)
+
+
 # -- only where onnxruntime has blocked kernels ---------------------------------------------
 def test_without_blocked_kernels_only_the_lift_remains(tiny_synthesizer: Path) -> None:
     model = memoryview(tiny_synthesizer.read_bytes())
-    rewritten = lift_convolutions(model, min_channels=0, blocked=False)
+    rewritten = lift_convolutions(model, min_channels=0, block=0)
     assert rewritten is not None
     ops = Counter(node.op_type for node in nodes_of(b"".join(bytes(p) for p in rewritten.parts)))
     assert ops["Concat"] == Counter(node.op_type for node in nodes_of(bytes(model)))["Concat"]
@@ -180,22 +200,22 @@ def test_without_blocked_kernels_only_the_lift_remains(tiny_synthesizer: Path) -
     assert not any(name.startswith(IDENTITY) for name in names)
 
 
-@pytest.mark.parametrize("blocked", [True, False])
+@pytest.mark.parametrize("block", [16, 8, 0])
 def test_the_cache_asks_onnxruntime_for_blocked_kernels(
-    tiny_synthesizer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blocked: bool
+    tiny_synthesizer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
 ) -> None:
-    monkeypatch.setattr(sessions, "has_blocked_kernels", lambda: blocked)
-    written: list[bool] = []
+    monkeypatch.setattr(sessions, "blocked_kernel_block", lambda: block)
+    written: list[int] = []
     real_write = rewrite.write_lifted
 
-    def spy(source: Path, target: Path, **options: bool) -> bool:
-        written.append(options["blocked"])
+    def spy(source: Path, target: Path, **options: int) -> bool:
+        written.append(options["block"])
         return real_write(source, target, **options)
 
     monkeypatch.setattr(rewrite, "write_lifted", spy)
     factory = SessionFactory(threads=1, cache_dir=tmp_path, use_cache=True)
     session = factory.create(tiny_synthesizer)
-    assert written == [blocked]
+    assert written == [block]
     expected = synthesize(SessionFactory(threads=1, use_cache=False).create(tiny_synthesizer), 9)
     np.testing.assert_allclose(synthesize(session, 9), expected, atol=TOLERANCE, rtol=0)
 
@@ -203,6 +223,9 @@ def test_the_cache_asks_onnxruntime_for_blocked_kernels(
 @pytest.mark.skipif(
     platform.machine() not in ("x86_64", "AMD64"), reason="NCHWc kernels vary off x86"
 )
-def test_the_probe_finds_the_x86_blocked_kernels() -> None:
-    sessions.has_blocked_kernels.cache_clear()
-    assert sessions.has_blocked_kernels()
+def test_the_probe_finds_the_x86_blocked_kernels_and_their_width() -> None:
+    """onnxruntime's x86 kernels work in blocks of 16 floats where the CPU has AVX-512, else 8."""
+    with open("/proc/cpuinfo", encoding="ascii") as cpuinfo:
+        flags = next(line for line in cpuinfo if line.startswith("flags")).split()
+    sessions.blocked_kernel_block.cache_clear()
+    assert sessions.blocked_kernel_block() == (16 if "avx512f" in flags else 8)

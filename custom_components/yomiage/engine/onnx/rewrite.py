@@ -16,9 +16,11 @@ changes): outputs agree with the original to float rounding (~1e-6).
 Two more exact changes keep the work in the blocked kernels (measured in docs/PERFORMANCE.md):
 identity 1x1 depthwise convolutions after each ConvTranspose and in front of LeakyRelus
 onnxruntime cannot fuse, with declared shapes, so that a stage's residual stream stays blocked
-(``_Plan._keep_blocked``); and the narrow end of the decoder (16 and 32 channels) runs as two
-overlapping halves in one batch, so that its blocked convolutions give both threads work
-(``_Tail``).
+(``_Plan._keep_blocked``); and the narrow end of the decoder runs as two overlapping halves in
+one batch, so that its blocked convolutions give both threads work (``_Tail``). onnxruntime
+shares a blocked convolution between threads by sets of four blocks of output channels, so the
+narrow end begins at 64 channels where blocks hold 16 floats (AVX-512), at 32 where they hold 8
+(AVX2).
 
 sessions.py builds a session from the rewritten graph once, saves onnxruntime's own optimised form
 of it (ORT format) in the graph cache (graph_cache.py), and memory-maps that file on every later
@@ -41,7 +43,7 @@ from .wire import Chunks, Node, Tensor
 
 _LOGGER = logging.getLogger(__name__)
 
-REWRITE_VERSION = 4  # bump when the rewrite changes: cached graphs are then rebuilt
+REWRITE_VERSION = 5  # bump when the rewrite changes: cached graphs are then rebuilt
 # Convolutions with fewer input or output channels stay 1-D: the blocked kernels split a
 # [C, 1, T] convolution between threads by blocks of channels, so a 16- or 32-channel one runs on
 # one thread, while the 1-D GEMM splits along time (docs/PERFORMANCE.md).
@@ -51,6 +53,10 @@ ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "LeakyRelu", "Relu", "Tanh"
 # onnxruntime's blocked layout takes channel counts that fill its blocks (8 floats on AVX2 and
 # NEON, 16 on AVX-512).
 BLOCKED_CHANNELS_MULTIPLE = 16
+AVX2_BLOCK = 8  # floats per block where the caller does not say (the narrower tail)
+# Blocks of output channels that onnxruntime's blocked convolution computes as one piece of work
+# (its filter set): a convolution with no more channels than that runs on one thread.
+_BLOCKS_PER_WORK_ITEM = 4
 _SQUEEZE_AXES_AS_INPUT = 13  # from opset 13 on, Squeeze/Unsqueeze take axes as an input
 _PAIRS_OPSET = 13  # int64 Min (12) and Slice with inputs (10) for the narrow tail's halves
 _LIFTED_AXIS = 2  # [N, C, T] -> [N, C, 1, T]
@@ -62,21 +68,22 @@ def lift_convolutions(
     model: memoryview,
     min_channels: int = DEFAULT_MIN_CHANNELS,
     audio_rate_only: bool = True,
-    blocked: bool = True,
+    block: int = AVX2_BLOCK,
 ) -> Chunks | None:
     """The encoded ModelProto with its 1-D convolutions lifted, or None if nothing is lifted.
 
     ``audio_rate_only``: only convolutions from the first upsampling ConvTranspose on.
-    ``blocked``: onnxruntime has blocked (NCHWc) kernels here; without them the identities and
-    halves that serve those kernels would only cost time, and are left out.
+    ``block``: floats per block of onnxruntime's blocked (NCHWc) kernels here, 0 where it has
+    none; without them the identities and halves that serve those kernels would only cost time,
+    and are left out.
     """
     model_fields, graph_field = wire.model_graph(model)
     graph = _Graph.parse(wire.as_message(graph_field.value))
     if any(tensor.external for tensor in graph.initializers.values()):
         return None  # a copy elsewhere would lose the relative paths of its weight files
     opset = _default_opset(model_fields)
-    pairs = blocked and opset >= _PAIRS_OPSET
-    plan = _Plan.make(graph, min_channels, audio_rate_only, pairs=pairs, blocked=blocked)
+    pairs = block > 0 and opset >= _PAIRS_OPSET
+    plan = _Plan.make(graph, min_channels, audio_rate_only, pairs=pairs, block=block)
     if not plan.lifted:
         return None
     return wire.with_graph(model_fields, graph_field, _Emitter(graph, plan, opset).encode())
@@ -87,7 +94,7 @@ def write_lifted(
     target: Path,
     min_channels: int = DEFAULT_MIN_CHANNELS,
     audio_rate_only: bool = True,
-    blocked: bool = True,
+    block: int = AVX2_BLOCK,
 ) -> bool:
     """Write ``source`` with its convolutions lifted to ``target``; False if nothing to lift.
 
@@ -98,7 +105,7 @@ def write_lifted(
             raise wire.WireError("empty file")
         # Not closed by hand: views into it live until the rewrite is garbage; unmapped then.
         data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-    rewritten = lift_convolutions(memoryview(data), min_channels, audio_rate_only, blocked)
+    rewritten = lift_convolutions(memoryview(data), min_channels, audio_rate_only, block)
     if rewritten is None:
         return False
     with target.open("wb") as out:
@@ -202,11 +209,14 @@ class _Plan:
         min_channels: int,
         audio_rate_only: bool,
         pairs: bool = True,
-        blocked: bool = True,
+        block: int = AVX2_BLOCK,
     ) -> _Plan:
         plan = cls(set(), set(), set())
         in_scope = _upsampled_nodes(graph) if audio_rate_only else set(graph.nodes)
-        plan.tail = _narrow_tail(graph, in_scope, min_channels) if pairs else None
+        # The tail takes what the blocked kernels would run on one thread, and what is too
+        # narrow to lift on its own.
+        narrower_than = max(min_channels, _BLOCKS_PER_WORK_ITEM * block + 1)
+        plan.tail = _narrow_tail(graph, in_scope, narrower_than) if pairs else None
         paired = plan.tail.nodes if plan.tail is not None else set()
         for position, node in graph.nodes.items():
             # In the paired tail every convolution lifts: two halves give both threads work.
@@ -224,7 +234,7 @@ class _Plan:
                 plan._lift(position, node)
         plan.retyped_weights = _weights_only_lifted_convs_use(graph, plan.lifted)
         plan.extents = _extents(graph, plan.lifted, plan.tail)
-        if blocked:
+        if block:
             plan._keep_blocked(graph, consumers)
         return plan
 
@@ -438,14 +448,15 @@ def _keeps_length(node: Node, weight: Tensor) -> bool:
 # -- the narrow tail, run as two overlapping halves ------------------------------------------
 @dataclass(frozen=True)
 class _Tail:
-    """The decoder's end from the first upsampling to fewer than ``min_channels`` channels.
+    """The decoder's end from the first upsampling to fewer than ``narrower_than`` channels.
 
-    Blocked kernels split a convolution between threads by blocks of channels (and rows), so a
-    16- or 32-channel [N, C, 1, T] one runs on one thread. Here the ConvTranspose's output is
-    cut into two halves, each with ``halo`` extra samples of its neighbour, and stacked as a
-    batch of two: each half is one piece of work per convolution, both threads are busy, and
-    the blocked kernels' efficiency applies. A halo as wide as the tail's reach makes every kept
-    sample exactly what the whole sequence gives (the outer ends see zero padding as before).
+    Blocked kernels split a convolution between threads by sets of four blocks of output
+    channels (and rows), so a [N, C, 1, T] one of at most four blocks runs on one thread. Here
+    the ConvTranspose's output is cut into two halves, each with ``halo`` extra samples of its
+    neighbour, and stacked as a batch of two: each half is one piece of work per convolution,
+    both threads are busy, and the blocked kernels' efficiency applies. A halo as wide as the
+    tail's reach makes every kept sample exactly what the whole sequence gives (the outer ends
+    see zero padding as before).
     """
 
     entry: int  # position of the ConvTranspose whose output is cut in two
@@ -455,13 +466,13 @@ class _Tail:
     rate: int  # output samples per sample of the entry's output
 
 
-def _narrow_tail(graph: _Graph, in_scope: set[int], min_channels: int) -> _Tail | None:
+def _narrow_tail(graph: _Graph, in_scope: set[int], narrower_than: int) -> _Tail | None:
     entry = next(
         (
             position
             for position in sorted(in_scope)
             if _is_upsampling(graph.nodes[position])
-            and _narrow(graph.nodes[position], graph, min_channels)
+            and _narrow(graph.nodes[position], graph, narrower_than)
         ),
         None,
     )
@@ -478,9 +489,9 @@ def _narrow_tail(graph: _Graph, in_scope: set[int], min_channels: int) -> _Tail 
     return _Tail(entry, nodes, output, halo=-(-samples // rate) + 1, rate=rate)
 
 
-def _narrow(node: Node, graph: _Graph, min_channels: int) -> bool:
+def _narrow(node: Node, graph: _Graph, narrower_than: int) -> bool:
     weight = graph.initializers.get(node.inputs[1]) if len(node.inputs) > 1 else None
-    return weight is not None and len(weight.dims) == 3 and weight.dims[1] < min_channels
+    return weight is not None and len(weight.dims) == 3 and weight.dims[1] < narrower_than
 
 
 def _downstream(graph: _Graph, start: int) -> set[int]:

@@ -247,25 +247,26 @@ def _split_or_none(source: Path) -> DecoderSplit | None:
 
 def _lifted_or_source(source: Path, scratch_file: Path) -> Path:
     try:
-        lifted = rewrite.write_lifted(source, scratch_file, blocked=has_blocked_kernels())
+        lifted = rewrite.write_lifted(source, scratch_file, block=blocked_kernel_block())
         return scratch_file if lifted else source
     except WireError:
         return source  # not a graph we can read: onnxruntime will name the problem
 
 
 @functools.cache
-def has_blocked_kernels() -> bool:
-    """Whether this onnxruntime runs convolutions in its blocked NCHWc layout (x86 builds do;
-    others may not): asked once, by optimising a one-convolution graph and looking for the
-    reorder node the NCHWc pass inserts."""
-    weight = wire.float_tensor("w", [16, 16, 1, 1], [0.0] * 256)
+def blocked_kernel_block() -> int:
+    """Floats per block of this onnxruntime's blocked NCHWc convolutions (8 on AVX2, 16 on
+    AVX-512), 0 where it has none (x86 builds have them; others may not): asked once, by
+    optimising a one-convolution graph with 8 output channels. The NCHWc pass inserts a reorder
+    node, and pads the reordered weight's output channels to a whole block."""
+    probe_channels = 8
+    weight = wire.float_tensor("w", [probe_channels, 16, 1, 1], [0.0] * probe_channels * 16)
     conv = wire.node_field("Conv", ["x", "w"], ["y"])
-    shape: list[int | str] = [1, 16, 1, 8]
     graph = device_graphs.model(
         "blocked_probe",
         [conv],
-        inputs=[wire.value_info("x", wire.TENSOR_FLOAT, shape)],
-        outputs=[wire.value_info("y", wire.TENSOR_FLOAT, shape)],
+        inputs=[wire.value_info("x", wire.TENSOR_FLOAT, [1, 16, 1, 8])],
+        outputs=[wire.value_info("y", wire.TENSOR_FLOAT, [1, probe_channels, 1, 8])],
         initializers=[weight],
     )
     with tempfile.TemporaryDirectory(prefix="yomiage-probe-") as scratch:
@@ -275,16 +276,14 @@ def has_blocked_kernels() -> bool:
         try:
             ort.InferenceSession(graph, options, providers=[CPU_PROVIDER])
             saved = memoryview(Path(scratch, "optimised.onnx").read_bytes())
-            return "ReorderInput" in _op_types(saved)
         except Exception as err:  # onnxruntime's own exception types; only a speed hint is lost
             _LOGGER.debug("Blocked-kernel probe failed: %s", err)
-            return False
-
-
-def _op_types(model: memoryview) -> set[str]:
-    _, graph_field = wire.model_graph(model)
-    graph = wire.Graph.parse(wire.as_message(graph_field.value))
-    return {node.op_type for node in graph.nodes.values()}
+            return 0
+    _, graph_field = wire.model_graph(saved)
+    optimised = wire.Graph.parse(wire.as_message(graph_field.value))
+    if not any(node.op_type == "ReorderInput" for node in optimised.nodes.values()):
+        return 0
+    return max((tensor.dims[0] for tensor in optimised.initializers.values()), default=0)
 
 
 def _prepared_settings() -> str:

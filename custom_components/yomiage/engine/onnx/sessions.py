@@ -253,12 +253,15 @@ def _lifted_or_source(source: Path, scratch_file: Path) -> Path:
         return source  # not a graph we can read: onnxruntime will name the problem
 
 
+_BLOCKED_DOMAIN = "com.microsoft.nchwc"  # onnxruntime's blocked-layout operators
+
+
 @functools.cache
 def blocked_kernel_block() -> int:
     """Floats per block of this onnxruntime's blocked NCHWc convolutions (8 on AVX2, 16 on
     AVX-512), 0 where it has none (x86 builds have them; others may not): asked once, by
-    optimising a one-convolution graph with 8 output channels. The NCHWc pass inserts a reorder
-    node, and pads the reordered weight's output channels to a whole block."""
+    optimising a one-convolution graph with 8 output channels: the NCHWc pass makes it a blocked
+    convolution whose reordered weight has its output channels padded to a whole block."""
     probe_channels = 8
     weight = wire.float_tensor("w", [probe_channels, 16, 1, 1], [0.0] * probe_channels * 16)
     conv = wire.node_field("Conv", ["x", "w"], ["y"])
@@ -281,9 +284,12 @@ def blocked_kernel_block() -> int:
             return 0
     _, graph_field = wire.model_graph(saved)
     optimised = wire.Graph.parse(wire.as_message(graph_field.value))
-    if not any(node.op_type == "ReorderInput" for node in optimised.nodes.values()):
-        return 0
-    return max((tensor.dims[0] for tensor in optimised.initializers.values()), default=0)
+    blocked = (
+        optimised.initializers.get(node.inputs[1])
+        for node in optimised.nodes.values()
+        if node.op_type == "Conv" and node.domain == _BLOCKED_DOMAIN and len(node.inputs) > 1
+    )
+    return next((weight.dims[0] for weight in blocked if weight is not None), 0)
 
 
 def _prepared_settings() -> str:

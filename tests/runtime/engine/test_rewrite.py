@@ -13,7 +13,11 @@ from numpy.typing import NDArray
 
 from custom_components.yomiage.engine.errors import BundleError
 from custom_components.yomiage.engine.onnx import wire
-from custom_components.yomiage.engine.onnx.rewrite import lift_convolutions, write_lifted
+from custom_components.yomiage.engine.onnx.rewrite import (
+    AVX2_BLOCK,
+    lift_convolutions,
+    write_lifted,
+)
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 from custom_components.yomiage.engine.synthesis.engine import Engine
 
@@ -79,8 +83,10 @@ def residual_feeds(frames: int) -> dict[str, NDArray[np.float32]]:
     return {"x": rng.standard_normal((1, CHANNELS, frames)).astype(np.float32), "mask": mask}
 
 
-def lifted(model: bytes, min_channels: int = 0, audio_rate_only: bool = True) -> bytes:
-    chunks = lift_convolutions(memoryview(model), min_channels, audio_rate_only)
+def lifted(
+    model: bytes, min_channels: int = 0, audio_rate_only: bool = True, block: int = AVX2_BLOCK
+) -> bytes:
+    chunks = lift_convolutions(memoryview(model), min_channels, audio_rate_only, block)
     assert chunks is not None
     return b"".join(bytes(part) for part in chunks.parts)
 

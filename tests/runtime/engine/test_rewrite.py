@@ -18,7 +18,7 @@ from custom_components.yomiage.engine.onnx.rewrite import (
     lift_convolutions,
     write_lifted,
 )
-from custom_components.yomiage.engine.onnx.sessions import SessionFactory
+from custom_components.yomiage.engine.onnx.sessions import GRAPH_FILE, WEIGHTS_FILE, SessionFactory
 from custom_components.yomiage.engine.synthesis.engine import Engine
 
 from .common import QUIET, THREE_SENTENCES
@@ -209,10 +209,10 @@ def test_session_cache_prepares_once_then_maps_the_saved_graph(
     cache = tmp_path / "cache"
     first = cached_factory(cache).create(graph_file)
     (entry,) = entries(cache)
-    assert entry.suffix == ".ort"
-    stamp = entry.stat().st_mtime_ns
+    assert sorted(path.name for path in entry.iterdir()) == [GRAPH_FILE, WEIGHTS_FILE]
+    stamp = (entry / GRAPH_FILE).stat().st_mtime_ns
     second = cached_factory(cache).create(graph_file)
-    assert entries(cache) == [entry] and entry.stat().st_mtime_ns == stamp
+    assert entries(cache) == [entry] and (entry / GRAPH_FILE).stat().st_mtime_ns == stamp
     plain = SessionFactory(threads=1, use_cache=False).create(graph_file)
     for session in (first, second):
         for got, expected in zip(outputs(session), outputs(plain), strict=True):
@@ -249,7 +249,7 @@ def test_damaged_cache_entry_is_dropped_and_the_source_used(
     cache = tmp_path / "cache"
     cached_factory(cache).create(graph_file)
     (entry,) = entries(cache)
-    entry.write_bytes(b"not an ORT file")
+    (entry / GRAPH_FILE).write_bytes(b"not a graph")
     with caplog.at_level(logging.WARNING):
         session = cached_factory(cache).create(graph_file)
     assert "Discarding cached graph" in caplog.text
@@ -357,7 +357,8 @@ def test_engine_speaks_the_same_with_and_without_the_cache(
             audio[cache] = engine.synthesize(THREE_SENTENCES, QUIET).audio
         finally:
             engine.close()
-    assert len(list((tmp_path / "sessions").glob("*.ort"))) >= 3  # BERT, synthesizer, durations
+    # BERT, the synthesizer's two parts, durations
+    assert len(list((tmp_path / "sessions").glob(f"*/{GRAPH_FILE}"))) >= 3
     assert audio["1"].shape == audio["0"].shape
     # int16 samples: float outputs within 1e-5 round to within one step.
     assert np.abs(audio["1"].astype(np.int32) - audio["0"]).max() <= 1

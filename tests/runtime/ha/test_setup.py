@@ -128,7 +128,7 @@ async def test_prepared_graphs_live_beside_the_voices_and_go_with_the_entry(
     assert await hass.config_entries.async_setup(mock_entry.entry_id)
     await _speak(hass, mock_entry)
     prepared = [path for path in (models / "prepared-graphs").rglob("*") if path.is_file()]
-    assert any(path.suffix == ".ort" for path in prepared), prepared
+    assert any(path.name == "graph.onnx" for path in prepared), prepared
     assert set(private_graph_cache.rglob("*")) == before, "nothing in the default cache"
 
     await hass.config_entries.async_remove(mock_entry.entry_id)

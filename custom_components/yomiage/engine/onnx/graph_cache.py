@@ -1,11 +1,13 @@
 """The folder of prepared graphs: where a prepared form of a model file lives, and how it is
-replaced. A prepared file is named after its source's path and versioned by the source's size,
-mtime and the settings it was made with, so a changed model or onnxruntime builds a new one."""
+replaced. An entry (a file, or a folder of files that belong together) is named after its
+source's path and versioned by the source's size, mtime and the settings it was made with, so a
+changed model or onnxruntime builds a new one."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 
@@ -32,9 +34,22 @@ def cache_entry(source: Path, folder: Path, settings: str, suffix: str, label: s
 
 
 def install_entry(built: Path, entry: Path) -> None:
-    """Move a finished file into place atomically; drop older versions of the same source."""
-    os.replace(built, entry)
+    """Move a finished file or folder into place atomically; drop older versions of the same
+    source. A folder another process installed meanwhile stays (it holds the same)."""
+    try:
+        os.replace(built, entry)
+    except OSError:
+        if not entry.is_dir():
+            raise
     place = entry.name[: entry.name.rindex("-")]
     for old in entry.parent.glob(f"{place}-*"):
         if old.name != entry.name:
-            old.unlink(missing_ok=True)
+            drop_entry(old)
+
+
+def drop_entry(entry: Path) -> None:
+    """Remove an entry, file or folder, if it is there."""
+    if entry.is_dir():
+        shutil.rmtree(entry, ignore_errors=True)
+    else:
+        entry.unlink(missing_ok=True)

@@ -1,10 +1,11 @@
 """onnxruntime sessions: device choice, threads, and loading graphs (errors name the file).
 
 On the CPU each graph is prepared once and cached (docs/PERFORMANCE.md): convolutions lifted to
-2-D (rewrite.py), then onnxruntime's fully optimised graph saved in ORT format. Later loads
-memory-map that file: no graph optimisation, no copy of the weights, and weights that are never
-read (most BERT embedding rows) never enter memory. ``YOMIAGE_GRAPH_CACHE=0`` loads the graphs
-as published instead.
+2-D (rewrite.py), then onnxruntime's fully optimised graph saved with its weights in a file of
+their own, pre-packed where onnxruntime's kernels pack them (BERT's int8 matrix products,
+ConvTranspose). Later loads memory-map that file: no graph optimisation, no packing per run, no
+copy of the weights, and weights that are never read (most BERT embedding rows) never enter
+memory. ``YOMIAGE_GRAPH_CACHE=0`` loads the graphs as published instead.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from .wire import WireError
 _LOGGER = logging.getLogger(__name__)
 
 CPU_PROVIDER = "CPUExecutionProvider"
+# A prepared graph is a folder: the optimised graph and the file of its weights.
+GRAPH_FILE = "graph.onnx"
+WEIGHTS_FILE = "weights.bin"
 DEVICES = ("auto", "cpu", "cuda")
 # cuDNN's default search (EXHAUSTIVE) benchmarks every convolution again for each new input shape,
 # and every sentence has a new length; HEURISTIC asks cuDNN's heuristics instead, at no cost.
@@ -104,13 +108,10 @@ class SessionFactory:
         return options
 
     def mapped_options(self) -> ort.SessionOptions:
-        """For a saved ORT-format graph: already optimised; weights read from the mapped file."""
+        """For a prepared graph: already optimised; its weights, pre-packed ones included, are
+        read from the mapped weights file."""
         options = self.options()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        options.add_session_config_entry("session.use_memory_mapped_ort_model", "1")
-        options.add_session_config_entry("session.use_ort_model_bytes_for_initializers", "1")
-        # Pre-packing would copy the mapped weights to the heap: +265 MB for BERT Q8, no faster.
-        options.add_session_config_entry("session.disable_prepacking", "1")
         return options
 
     def create_split(self, path: Path) -> SplitSessions | None:
@@ -132,7 +133,7 @@ class SessionFactory:
             return None
         try:
             front, decoder = (
-                self._open(self._part_entry(path, part), self.mapped_options())
+                self._open(self._part_entry(path, part) / GRAPH_FILE, self.mapped_options())
                 for part in ("front", "decoder")
             )
         except BundleError as err:
@@ -161,7 +162,7 @@ class SessionFactory:
 
     def _part_entry(self, source: Path, part: str) -> Path:
         folder = self._cache_folder()
-        return graph_cache.cache_entry(source, folder, _prepared_settings(), ".ort", part)
+        return graph_cache.cache_entry(source, folder, _prepared_settings(), "", part)
 
     def _cache_folder(self) -> Path:
         return (self.cache_dir or graph_cache.default_cache_dir()) / "sessions"
@@ -180,28 +181,36 @@ class SessionFactory:
         cache cannot be used; a broken ``source`` raises BundleError as a plain load would."""
         folder = self._cache_folder()
         try:
-            entry = graph_cache.cache_entry(source, folder, _prepared_settings(), ".ort")
-            if not entry.is_file():
+            entry = graph_cache.cache_entry(source, folder, _prepared_settings(), "")
+            if not (entry / GRAPH_FILE).is_file():
                 folder.mkdir(parents=True, exist_ok=True)
                 self._prepare(source, entry)
         except OSError as err:
             _LOGGER.warning("Graph cache unusable (%s); loading %s as published", err, source)
             return None
         try:
-            return self._open(entry, self.mapped_options())
+            return self._open(entry / GRAPH_FILE, self.mapped_options())
         except BundleError as err:  # a damaged cache entry: drop it, use the source
             _LOGGER.warning("Discarding cached graph %s: %s", entry, err.problem)
-            entry.unlink(missing_ok=True)
+            graph_cache.drop_entry(entry)
             return None
 
     def _prepare(self, source: Path, entry: Path) -> None:
-        """Lift the convolutions, let onnxruntime optimise, save its result as ``entry``."""
+        """Lift the convolutions, let onnxruntime optimise, save its result as the folder
+        ``entry``: the graph, and its weights (pre-packed ones too) in a file of their own,
+        which later loads map rather than copy."""
         with tempfile.TemporaryDirectory(dir=entry.parent, prefix=".prepare-") as scratch:
             graph = _lifted_or_source(source, Path(scratch) / "lifted.onnx")
-            saved = Path(scratch) / "saved.ort"
+            saved = Path(scratch) / "saved"
+            saved.mkdir()
             options = self.options()
-            options.optimized_model_filepath = str(saved)
-            options.add_session_config_entry("session.save_model_format", "ORT")
+            options.optimized_model_filepath = str(saved / GRAPH_FILE)
+            for key, value in (
+                ("session.optimized_model_external_initializers_file_name", WEIGHTS_FILE),
+                ("session.optimized_model_external_initializers_min_size_in_bytes", "1024"),
+                ("session.save_external_prepacked_constant_initializers", "1"),
+            ):
+                options.add_session_config_entry(key, value)
             try:
                 self._open(graph, options)
             except BundleError:
@@ -299,6 +308,7 @@ def _prepared_settings() -> str:
         (
             f"ort {ort.__version__}",
             f"lift {rewrite.REWRITE_VERSION}/{rewrite.DEFAULT_MIN_CHANNELS}",
+            "saved onnx, weights apart, pre-packed",
             platform.machine(),
             _cpu_flags_digest(),
         )

@@ -23,8 +23,7 @@ narrow end begins at 64 channels where blocks hold 16 floats (AVX-512), at 32 wh
 (AVX2).
 
 sessions.py builds a session from the rewritten graph once, saves onnxruntime's own optimised form
-of it (ORT format) in the graph cache (graph_cache.py), and memory-maps that file on every later
-load.
+of it in the graph cache (graph_cache.py), and memory-maps its weights on every later load.
 """
 
 from __future__ import annotations

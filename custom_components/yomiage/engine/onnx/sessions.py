@@ -3,9 +3,10 @@
 On the CPU each graph is prepared once and cached (docs/PERFORMANCE.md): convolutions lifted to
 2-D (rewrite.py), then onnxruntime's fully optimised graph saved with its weights in a file of
 their own, pre-packed where onnxruntime's kernels pack them (BERT's int8 matrix products,
-ConvTranspose). Later loads memory-map that file: no graph optimisation, no packing per run, no
-copy of the weights, and weights that are never read (most BERT embedding rows) never enter
-memory. ``YOMIAGE_GRAPH_CACHE=0`` loads the graphs as published instead.
+ConvTranspose). Later loads memory-map that file: no graph optimisation, no packing per run, the
+weights used in place (onnxruntime still copies a few packed ones, ~20 MB), and weights that are
+never read (most BERT embedding rows) never enter memory. ``YOMIAGE_GRAPH_CACHE=0`` loads the
+graphs as published instead.
 """
 
 from __future__ import annotations

@@ -77,8 +77,8 @@ class ModelBuilder:
         )
         return name
 
-    def input(self, name: str, shape: Sequence[int | str]) -> str:
-        self.inputs.append(wire.bytes_field(wire.GRAPH_INPUT, value_info(name, shape)))
+    def input(self, name: str, shape: Sequence[int | str], elem_type: int = FLOAT) -> str:
+        self.inputs.append(wire.bytes_field(wire.GRAPH_INPUT, value_info(name, shape, elem_type)))
         return name
 
     def output(self, name: str, shape: Sequence[int | str]) -> None:

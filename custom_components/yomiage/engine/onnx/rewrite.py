@@ -28,10 +28,9 @@ of it in the graph cache (graph_cache.py), and memory-maps its weights on every 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
-import mmap
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,7 +79,7 @@ def lift_convolutions(
     graph = _Graph.parse(wire.as_message(graph_field.value))
     if any(tensor.external for tensor in graph.initializers.values()):
         return None  # a copy elsewhere would lose the relative paths of its weight files
-    opset = _default_opset(model_fields)
+    opset = wire.default_opset(model_fields)
     pairs = block > 0 and opset >= _PAIRS_OPSET
     plan = _Plan.make(graph, min_channels, audio_rate_only, pairs=pairs, block=block)
     if not plan.lifted:
@@ -99,33 +98,10 @@ def write_lifted(
 
     Raises ``WireError`` when ``source`` is not an ONNX model this module can read.
     """
-    with source.open("rb") as file:
-        if os.fstat(file.fileno()).st_size == 0:
-            raise wire.WireError("empty file")
-        # Not closed by hand: views into it live until the rewrite is garbage; unmapped then.
-        data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-    rewritten = lift_convolutions(memoryview(data), min_channels, audio_rate_only, block)
-    if rewritten is None:
-        return False
-    with target.open("wb") as out:
-        for part in rewritten.parts:
-            out.write(part)
-    return True
-
-
-def _default_opset(model_fields: list[wire.Field]) -> int:
-    for item in model_fields:
-        if item.number != wire.MODEL_OPSET_IMPORT:
-            continue
-        domain, version = "", 0
-        for part in wire.fields(wire.as_message(item.value)):
-            if part.number == wire.OPSET_DOMAIN:
-                domain = wire.as_text(part.value)
-            elif part.number == wire.OPSET_VERSION and isinstance(part.value, int):
-                version = part.value
-        if domain in ("", "ai.onnx"):
-            return version
-    raise wire.WireError("the model imports no default-domain opset")
+    lift = functools.partial(
+        lift_convolutions, min_channels=min_channels, audio_rate_only=audio_rate_only, block=block
+    )
+    return wire.rewrite_file(source, target, lift)
 
 
 # -- what the graph holds ------------------------------------------------------------------------
@@ -169,13 +145,6 @@ class _Graph(wire.Graph):
             rank = max(known) if known and None not in known else None  # type: ignore[type-var]
         if rank is not None and node.outputs:
             self.ranks.setdefault(node.outputs[0], rank)
-
-    def consumers(self) -> dict[str, list[int]]:
-        found: dict[str, list[int]] = {}
-        for position, node in self.nodes.items():
-            for name in node.inputs:
-                found.setdefault(name, []).append(position)
-        return found
 
 
 def _names_read_by(graph: memoryview) -> Iterator[str]:

@@ -1,12 +1,13 @@
 """onnxruntime sessions: device choice, threads, and loading graphs (errors name the file).
 
 On the CPU each graph is prepared once and cached (docs/PERFORMANCE.md): convolutions lifted to
-2-D (rewrite.py), then onnxruntime's fully optimised graph saved with its weights in a file of
-their own, pre-packed where onnxruntime's kernels pack them (BERT's int8 matrix products,
-ConvTranspose). Later loads memory-map that file: no graph optimisation, no packing per run, the
-weights used in place (onnxruntime still copies a few packed ones, ~20 MB), and weights that are
-never read (most BERT embedding rows) never enter memory. ``YOMIAGE_GRAPH_CACHE=0`` loads the
-graphs as published instead.
+2-D (rewrite.py), BERT's relative positions cut to the buckets a run reads
+(relative_attention.py), then onnxruntime's fully optimised graph saved with its weights in a
+file of their own, pre-packed where onnxruntime's kernels pack them (BERT's int8 matrix
+products, ConvTranspose). Later loads memory-map that file: no graph optimisation, no packing
+per run, the weights used in place (onnxruntime still copies a few packed ones, ~20 MB), and
+weights that are never read (most BERT embedding rows, the buckets of distances no text
+reaches) never enter memory. ``YOMIAGE_GRAPH_CACHE=0`` loads the graphs as published instead.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 import onnxruntime as ort
 
 from ..errors import BundleError, DeviceUnavailableError
-from . import cuda_probe, device_graphs, graph_cache, rewrite, wire
+from . import cuda_probe, device_graphs, graph_cache, relative_attention, rewrite, wire
 from .cores import usable_cores
 from .decoder_graph import DecoderShape, DecoderSplit, read_split
 from .wire import WireError
@@ -197,11 +198,11 @@ class SessionFactory:
             return None
 
     def _prepare(self, source: Path, entry: Path) -> None:
-        """Lift the convolutions, let onnxruntime optimise, save its result as the folder
+        """Rewrite the graph, let onnxruntime optimise, save its result as the folder
         ``entry``: the graph, and its weights (pre-packed ones too) in a file of their own,
         which later loads map rather than copy."""
         with tempfile.TemporaryDirectory(dir=entry.parent, prefix=".prepare-") as scratch:
-            graph = _lifted_or_source(source, Path(scratch) / "lifted.onnx")
+            graph = _rewritten_or_source(source, Path(scratch))
             saved = Path(scratch) / "saved"
             saved.mkdir()
             options = self.options()
@@ -255,12 +256,21 @@ def _split_or_none(source: Path) -> DecoderSplit | None:
         return None  # onnxruntime names the problem when the whole graph is loaded
 
 
-def _lifted_or_source(source: Path, scratch_file: Path) -> Path:
+def _rewritten_or_source(source: Path, scratch: Path) -> Path:
+    """``source`` after the load-time rewrites that find their part in it (the synthesizer's
+    convolutions lifted, BERT's relative positions cut to the buckets read), each step written
+    to ``scratch``."""
+    graph = source
     try:
-        lifted = rewrite.write_lifted(source, scratch_file, block=blocked_kernel_block())
-        return scratch_file if lifted else source
+        lifted = scratch / "lifted.onnx"
+        if rewrite.write_lifted(graph, lifted, block=blocked_kernel_block()):
+            graph = lifted
+        sliced = scratch / "sliced.onnx"
+        if wire.rewrite_file(graph, sliced, relative_attention.slice_relative_positions):
+            graph = sliced
     except WireError:
         return source  # not a graph we can read: onnxruntime will name the problem
+    return graph
 
 
 _BLOCKED_DOMAIN = "com.microsoft.nchwc"  # onnxruntime's blocked-layout operators
@@ -309,6 +319,7 @@ def _prepared_settings() -> str:
         (
             f"ort {ort.__version__}",
             f"lift {rewrite.REWRITE_VERSION}/{rewrite.DEFAULT_MIN_CHANNELS}",
+            f"relative positions {relative_attention.REWRITE_VERSION}",
             "saved onnx, weights apart, pre-packed",
             platform.machine(),
             _cpu_flags_digest(),

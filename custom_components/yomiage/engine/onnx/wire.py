@@ -12,9 +12,12 @@ messages, packed numbers) are a varint length and the bytes. Field numbers are t
 
 from __future__ import annotations
 
+import mmap
+import os
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Self
 
 VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5
@@ -189,6 +192,28 @@ def with_graph(model_fields: list[Field], graph_field: Field, graph: Chunks) -> 
     return out
 
 
+def rewrite_file(
+    source: Path, target: Path, rewrite: Callable[[memoryview], Chunks | None]
+) -> bool:
+    """Write the model ``rewrite`` makes of ``source`` (read through a memory map) to
+    ``target``; False, writing nothing, where it leaves the model as it is (returns None).
+
+    Raises ``WireError`` when ``source`` is not a protobuf message of the expected shape.
+    """
+    with source.open("rb") as file:
+        if os.fstat(file.fileno()).st_size == 0:
+            raise WireError("empty file")
+        # Not closed by hand: views into it live until the rewrite is garbage; unmapped then.
+        data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    rewritten = rewrite(memoryview(data))
+    if rewritten is None:
+        return False
+    with target.open("wb") as out:
+        for part in rewritten.parts:
+            out.write(part)
+    return True
+
+
 def model_graph(model: memoryview) -> tuple[list[Field], Field]:
     """A ModelProto's fields and the one that holds its graph."""
     model_fields = list(fields(model))
@@ -266,6 +291,30 @@ class Graph:
                 declared[item.number][name] = rank
         return graph
 
+    def consumers(self) -> dict[str, list[int]]:
+        """The positions of the nodes that read each name."""
+        found: dict[str, list[int]] = {}
+        for position, node in self.nodes.items():
+            for name in node.inputs:
+                found.setdefault(name, []).append(position)
+        return found
+
+
+def default_opset(model_fields: list[Field]) -> int:
+    """The version of the default (ai.onnx) operator set a ModelProto imports."""
+    for item in model_fields:
+        if item.number != MODEL_OPSET_IMPORT:
+            continue
+        domain, version = "", 0
+        for part in fields(as_message(item.value)):
+            if part.number == OPSET_DOMAIN:
+                domain = as_text(part.value)
+            elif part.number == OPSET_VERSION and isinstance(part.value, int):
+                version = part.value
+        if domain in ("", "ai.onnx"):
+            return version
+    raise WireError("the model imports no default-domain opset")
+
 
 def parse_node(item: Field) -> Node:
     inputs: list[str] = []
@@ -325,6 +374,20 @@ def parse_tensor(item: Field) -> Tensor:
     return Tensor(name, repeated_ints(dims), external, item.raw)
 
 
+def raw_data(tensor: Tensor, elem_type: int) -> memoryview | None:
+    """The bytes of an initializer of ``elem_type`` stored in the graph as raw data; None for
+    another type or storage (typed fields, an external file)."""
+    found_type, data = None, None
+    for part in fields(_payload(tensor.raw)):
+        if part.number == TENSOR_DATA_TYPE:
+            found_type = part.value
+        elif part.number == TENSOR_RAW_DATA and isinstance(part.value, memoryview):
+            data = part.value
+    if found_type != elem_type or tensor.external:
+        return None
+    return data
+
+
 def value_info_rank(item: Field) -> tuple[str, int | None]:
     """Name and rank of a ValueInfoProto (None when it declares no shape)."""
     name = ""
@@ -374,6 +437,17 @@ def float_tensor(name: str, dims: Sequence[int], values: Sequence[float]) -> byt
     body += text_field(TENSOR_NAME, name)
     body += bytes_field(TENSOR_RAW_DATA, struct.pack(f"<{len(values)}f", *values))
     return bytes_field(GRAPH_INITIALIZER, body)
+
+
+def raw_float_tensor(name: str, dims: Sequence[int], data: memoryview) -> Chunks:
+    """A float32 initializer of any size as a GraphProto field; ``data`` is not copied."""
+    body = Chunks()
+    body.add(ints_field(TENSOR_DIMS, dims))
+    body.add(varint_field(TENSOR_DATA_TYPE, TENSOR_FLOAT))
+    body.add(text_field(TENSOR_NAME, name))
+    body.add(length_prefix(TENSOR_RAW_DATA, len(data)))
+    body.add(data)
+    return body.as_field(GRAPH_INITIALIZER)
 
 
 def value_info(name: str, elem_type: int, dims: Sequence[int | str] | None) -> bytes:

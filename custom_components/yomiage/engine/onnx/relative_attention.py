@@ -113,6 +113,7 @@ def _match(
         or not _repeats_first_axis_only(graph, producers, graph.nodes[tile].inputs[1])
         or consumers.get(projection.name) != [tile]
         or projection.name in graph.outputs
+        or projection.name in graph.inputs  # an old graph's overridable initializer
     ):
         return None
     indices = node.inputs[1]

@@ -68,7 +68,7 @@ def residual_model(opset: int = 17, weight_also_output: bool = False) -> bytes:
     return b.encode()
 
 
-def run(model: bytes | Path, feeds: dict[str, NDArray[np.float32]]) -> list[NDArray[np.float32]]:
+def run(model: bytes | Path, feeds: dict[str, NDArray[np.generic]]) -> list[NDArray[np.generic]]:
     options = ort.SessionOptions()
     options.log_severity_level = 3
     source = str(model) if isinstance(model, Path) else model

@@ -181,7 +181,7 @@ class _Emitter:
         self.graph = graph
         self.terms = terms
         self.names = {name for node in graph.nodes.values() for name in node.inputs + node.outputs}
-        self.names.update(graph.initializers, graph.inputs, graph.outputs)
+        self.names.update(graph.initializers, graph.inputs, graph.outputs, graph.value_infos)
         self.constants: dict[tuple[int, ...], str] = {}
 
     def encode(self) -> Chunks:
@@ -190,10 +190,8 @@ class _Emitter:
         after: dict[str, list[_Encoded]] = {}  # by the indices' name
         shifted: dict[str, str] = {}
         tiled: dict[int, str] = {}
-        stacked_names = []
         for term in self.terms:
             stacked = self._fresh(f"{term.indices}/buckets_first")
-            stacked_names.append(stacked)
             out.extend(self._stacked(term, stacked))
             low, high, shifted[term.indices] = self._bounds(term.indices, after)
             for layer, tile in enumerate(term.tiles):
@@ -273,12 +271,7 @@ class _Emitter:
         return self.constants[values]
 
     def _fresh(self, wanted: str) -> str:
-        name, suffix = wanted, 1
-        while name in self.names:
-            suffix += 1
-            name = f"{wanted}_{suffix}"
-        self.names.add(name)
-        return name
+        return wire.fresh_name(self.names, wanted)
 
 
 def _reencoded(node: Node, inputs: list[str]) -> bytes | memoryview:

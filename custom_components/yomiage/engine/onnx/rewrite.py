@@ -779,12 +779,7 @@ class _Emitter:
         return any(c not in self.plan.lifted for c in self.consumers.get(name, []))
 
     def _fresh(self, wanted: str) -> str:
-        name, suffix = wanted, 1
-        while name in self.graph.names:
-            suffix += 1
-            name = f"{wanted}_{suffix}"
-        self.graph.names.add(name)
-        return name
+        return wire.fresh_name(self.graph.names, wanted)
 
 
 @dataclass(frozen=True)

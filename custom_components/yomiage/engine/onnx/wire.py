@@ -300,6 +300,16 @@ class Graph:
         return found
 
 
+def fresh_name(names: set[str], wanted: str) -> str:
+    """``wanted``, or it with the first free numeric suffix, not in ``names``; added to them."""
+    name, suffix = wanted, 1
+    while name in names:
+        suffix += 1
+        name = f"{wanted}_{suffix}"
+    names.add(name)
+    return name
+
+
 def default_opset(model_fields: list[Field]) -> int:
     """The version of the default (ai.onnx) operator set a ModelProto imports."""
     for item in model_fields:

@@ -49,7 +49,7 @@ def synthesizer(tiny_bundle: Path) -> Path:
 
 
 def test_tiny_synthesizer_splits_before_its_decoder(synthesizer: Path) -> None:
-    split = read_split(synthesizer)
+    split = read_split(synthesizer, "audio")
     assert split is not None
     assert len(split.boundary) == 2
     assert split.shape.hop == 512  # the product of the upsampling strides
@@ -57,7 +57,7 @@ def test_tiny_synthesizer_splits_before_its_decoder(synthesizer: Path) -> None:
 
 
 def test_front_then_decoder_gives_the_whole_graphs_audio(synthesizer: Path) -> None:
-    split = read_split(synthesizer)
+    split = read_split(synthesizer, "audio")
     assert split is not None
     whole, front, decoder = (
         session(synthesizer),
@@ -73,7 +73,7 @@ def test_front_then_decoder_gives_the_whole_graphs_audio(synthesizer: Path) -> N
 
 
 def test_receptive_field_covers_every_sample_a_frame_changes(synthesizer: Path) -> None:
-    split = read_split(synthesizer)
+    split = read_split(synthesizer, "audio")
     assert split is not None
     front, decoder = session(encoded(split.front)), session(encoded(split.decoder))
     feeds = synthesizer_feeds(session(synthesizer), 60)
@@ -98,7 +98,7 @@ def test_graph_without_a_decoder_scope_does_not_split() -> None:
     weight = np.ones((16, 16, 3), dtype=np.float32)
     b.node("Conv", [x, b.weight("w", weight)], "y", *conv_attributes(3))
     b.output("y", [1, 16, "T"])
-    assert split_decoder(memoryview(b.encode())) is None
+    assert split_decoder(memoryview(b.encode()), "y") is None
 
 
 # -- sessions and pieces ---------------------------------------------------------------------
@@ -123,12 +123,12 @@ def test_split_sessions_are_cached_with_their_description(
     tiny_bundle: Path, tmp_path: Path, synthesizer: Path
 ) -> None:
     factory = SessionFactory(threads=1, cache_dir=tmp_path, use_cache=True)
-    first = factory.create_split(synthesizer)
+    first = factory.create_split(synthesizer, "audio")
     assert first is not None
     names = sorted(p.name.split("-")[0] for p in (tmp_path / "sessions").iterdir())
     assert names == ["synthesizer.decoder", "synthesizer.front", "synthesizer.split"]
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "sessions").iterdir()}
-    second = factory.create_split(synthesizer)
+    second = factory.create_split(synthesizer, "audio")
     assert second is not None and second.shape == first.shape
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "sessions").iterdir()} == stamps
 
@@ -136,11 +136,11 @@ def test_split_sessions_are_cached_with_their_description(
 def test_no_split_without_the_cache_or_for_a_graph_without_decoder(
     tiny_bundle: Path, tmp_path: Path, synthesizer: Path
 ) -> None:
-    assert SessionFactory(threads=1, use_cache=False).create_split(synthesizer) is None
+    assert SessionFactory(threads=1, use_cache=False).create_split(synthesizer, "audio") is None
     durations = synthesizer.parent / "duration_predictor.onnx"
     factory = SessionFactory(threads=1, cache_dir=tmp_path, use_cache=True)
-    assert factory.create_split(durations) is None
-    assert factory.create_split(durations) is None  # the negative answer is cached too
+    assert factory.create_split(durations, "durations") is None
+    assert factory.create_split(durations, "durations") is None  # the negative answer is cached too
     assert len(list((tmp_path / "sessions").glob("duration_predictor.split-*.json"))) == 1
 
 
@@ -155,7 +155,7 @@ def test_pieces_add_up_to_the_whole_sentence(voice: Voice, monkeypatch: pytest.M
     np.testing.assert_allclose(joined, whole, atol=TOLERANCE, rtol=0)
     # The published, unsplit graph agrees as well (same threads: durations are rounded up, so
     # a different summation order could move a phone by a frame).
-    feeds = voice._feeds(spoken, noise=True)
+    feeds = voice._contract.feeds(voice._values(spoken))
     published_session = SessionFactory(threads=1, use_cache=False).create(voice.files.synthesizer)
     (published,) = published_session.run(None, feeds)
     np.testing.assert_allclose(whole, published.reshape(-1), atol=TOLERANCE, rtol=0)

@@ -17,6 +17,7 @@ from custom_components.yomiage.engine.errors import (
     UnknownVoiceError,
     YomiageError,
 )
+from custom_components.yomiage.engine.onnx import sessions
 from custom_components.yomiage.engine.synthesis.engine import Engine
 from custom_components.yomiage.engine.synthesis.options import SynthesisOptions
 
@@ -180,9 +181,13 @@ def test_style_vectors_do_not_match_config(bundle_copy: Path) -> None:
     _expect_bundle_error(bundle_copy, "style_vectors.npy", "rows but config.json names rows")
 
 
-def test_bundle_without_duration_predictor_uses_minimum_pause(bundle_copy: Path) -> None:
+def test_voice_without_any_duration_pass_uses_minimum_pause(
+    bundle_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No duration graph, and a synthesizer whose durations cannot be cut out of it."""
     for speaker in (bundle_copy / "onnx" / "speakers").iterdir():
         (speaker / "duration_predictor.onnx").unlink()
+    monkeypatch.setattr(sessions, "cut_durations", lambda model, durations: None)
     engine = Engine(bundle_copy, device="cpu", threads=1)
     result = engine.synthesize("はい。そうです。", QUIET)
     assert [s.pause_before_s for s in result.sentences] == [0.0, 0.08]

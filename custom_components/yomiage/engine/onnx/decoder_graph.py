@@ -1,4 +1,5 @@
-"""Split a synthesizer graph in front of its decoder, for decoding in overlapping chunks.
+"""Cuts of a synthesizer graph: in front of its decoder (decoding in overlapping chunks), and at
+the durations it computes (the pause pass of a voice that comes without a duration graph).
 
 SBV2's synthesizer ends with a HiFi-GAN decoder (``/dec/...`` nodes) fed with the latent frames
 ``z`` [1, C, frames] and the speaker vector ``g`` [1, gin, 1]. Everything before it (text encoder,
@@ -6,6 +7,11 @@ durations, flow) must see the whole sentence; the decoder need not: an output sa
 on the latent frames within its receptive field. Cut there, the synthesizer becomes two graphs,
 and the decoder can run over the first frames of a sentence first, so that its audio starts
 playing while the rest is decoded (engine streaming), with the same samples as one whole run.
+
+A voice that comes as one synthesizer graph (Style-Bert-VITS2's ONNX, AivisHub's AIVMX) has no
+duration-predictor graph, but the synthesizer computes the frames of each phone (a Ceil, before
+the prior is expanded along them): the nodes that tensor depends on are exactly a duration
+predictor, so cut there it gives the pauses the voice's own predictor decides.
 
 Written against the ONNX wire format like rewrite.py: the weights are never decoded.
 """
@@ -19,7 +25,9 @@ from pathlib import Path
 from . import wire
 from .wire import Chunks, Node, Tensor
 
-DECODER_SCOPE = "/dec/"  # node-name scope of the decoder in graphs exported from PyTorch
+# Node-name scope of the decoder in graphs exported from PyTorch, under any wrapper module
+# (``/dec/...`` in ours, ``/net_g/dec/...`` in hayakoe's).
+DECODER_SCOPE = "/dec/"
 FLOAT = 1
 # Ops that keep the time axis aligned (element-wise); anything else in the decoder stops the split.
 _ALIGNED = frozenset({"Add", "Sub", "Mul", "Div", "LeakyRelu", "Relu", "Tanh", "Sigmoid"})
@@ -41,15 +49,19 @@ class DecoderSplit:
     shape: DecoderShape
 
 
-def split_decoder(model: memoryview, scope: str = DECODER_SCOPE) -> DecoderSplit | None:
-    """The two halves of a synthesizer, or None when its decoder cannot be cut out cleanly."""
+def split_decoder(
+    model: memoryview, audio: str, scope: str = DECODER_SCOPE
+) -> DecoderSplit | None:
+    """The two halves of a synthesizer whose output ``audio`` the decoder makes, or None when
+    its decoder cannot be cut out cleanly. Other outputs (hayakoe's phone durations) are the
+    front's and are dropped: the engine reads only the audio."""
     model_fields, graph_field = wire.model_graph(model)
     graph = wire.Graph.parse(wire.as_message(graph_field.value))
     decoder = {p for p, node in graph.nodes.items() if scope in node.name}
-    boundary = _boundary(graph, decoder)
+    boundary = _boundary(graph, decoder, audio)
     if boundary is None:
         return None
-    shape = decoder_shape(graph, decoder, boundary)
+    shape = decoder_shape(graph, decoder, boundary, audio)
     if shape is None:
         return None
     front = _encode(graph, set(graph.nodes) - decoder, outputs=boundary)
@@ -62,13 +74,57 @@ def split_decoder(model: memoryview, scope: str = DECODER_SCOPE) -> DecoderSplit
     )
 
 
-def read_split(source: Path) -> DecoderSplit | None:
-    """``split_decoder`` of a graph file (read whole: the halves are written out right after)."""
-    return split_decoder(memoryview(source.read_bytes()))
+def read_split(source: Path, audio: str) -> DecoderSplit | None:
+    """``split_decoder`` of a graph file (mapped: the halves are written out right after)."""
+    return split_decoder(wire.mapped(source), audio)
+
+
+@dataclass(frozen=True)
+class DurationsCut:
+    graph: Chunks  # the synthesizer's inputs it reads -> frames per phone [1, 1, phones]
+    inputs: frozenset[str]  # the graph inputs the cut still reads
+
+
+def cut_durations(model: memoryview, durations: str | None) -> DurationsCut | None:
+    """The part of a synthesizer that computes the frames of each phone: up to its output
+    ``durations`` where it has one, else up to its one Ceil; None where there is no such
+    tensor (or several Ceils) or subgraphs hide what a node reads."""
+    model_fields, graph_field = wire.model_graph(model)
+    graph = wire.Graph.parse(wire.as_message(graph_field.value))
+    if any(a.graphs for node in graph.nodes.values() for a in node.attributes):
+        return None
+    if durations is None:
+        ceils = [node.outputs[0] for node in graph.nodes.values() if node.op_type == "Ceil"]
+        if len(ceils) != 1:
+            return None
+        durations = ceils[0]
+    keep = _ancestors(graph, durations)
+    if not keep:
+        return None
+    cut = _encode(graph, keep, outputs=(durations,))
+    read = {name for p in keep for name in graph.nodes[p].inputs}
+    return DurationsCut(
+        wire.with_graph(model_fields, graph_field, cut),
+        frozenset(name for name in graph.inputs if name in read),
+    )
+
+
+def _ancestors(graph: wire.Graph, name: str) -> set[int]:
+    """The positions of the nodes that ``name`` depends on (its maker included)."""
+    maker = {out: p for p, node in graph.nodes.items() for out in node.outputs}
+    found: set[int] = set()
+    wanted = [name]
+    while wanted:
+        position = maker.get(wanted.pop())
+        if position is None or position in found:
+            continue
+        found.add(position)
+        wanted.extend(graph.nodes[position].inputs)
+    return found
 
 
 def decoder_shape(
-    graph: wire.Graph, decoder: set[int], boundary: tuple[str, ...]
+    graph: wire.Graph, decoder: set[int], boundary: tuple[str, ...], audio: str
 ) -> DecoderShape | None:
     """Hop and receptive field of the decoder, walked from its inputs to the audio.
 
@@ -89,10 +145,9 @@ def decoder_shape(
         new_scale, extra = step
         for output in node.outputs:
             reach[output] = (new_scale, frames + extra)
-    outputs = [reach[name] for name in graph.outputs if name in reach]
-    if len(outputs) != 1:
+    if audio not in reach:
         return None
-    hop, frames = outputs[0]
+    hop, frames = reach[audio]
     return DecoderShape(hop=hop, context=math.ceil(frames) + 1)
 
 
@@ -120,16 +175,16 @@ def _single(node: Node, name: str) -> int:
     return attribute.ints[0] if attribute and attribute.ints else 1
 
 
-def _boundary(graph: wire.Graph, decoder: set[int]) -> tuple[str, ...] | None:
+def _boundary(graph: wire.Graph, decoder: set[int], audio: str) -> tuple[str, ...] | None:
     """The tensors the decoder reads from the rest of the graph (latent, speaker).
 
-    None unless the decoder is a clean tail: it makes every graph output, nothing outside
-    reads its tensors, no subgraph is involved, and exactly two tensors come in.
+    None unless the decoder is a clean tail: it makes the audio output and no other, nothing
+    outside reads its tensors, no subgraph is involved, and exactly two tensors come in.
     """
     if not decoder:
         return None
     made = {out for p in decoder for out in graph.nodes[p].outputs}
-    if not set(graph.outputs) <= made:
+    if audio not in made or len(made.intersection(graph.outputs)) != 1:
         return None
     for position, node in graph.nodes.items():
         if any(a.graphs for a in node.attributes):
@@ -151,8 +206,9 @@ def _boundary(graph: wire.Graph, decoder: set[int]) -> tuple[str, ...] | None:
 def _encode(
     graph: wire.Graph, keep: set[int], outputs: tuple[str, ...] = (), inputs: tuple[str, ...] = ()
 ) -> Chunks:
-    """The graph with only the ``keep`` nodes and the initializers they read; ``outputs``
-    replace its outputs, ``inputs`` its inputs (both declared as float tensors)."""
+    """The graph with only the ``keep`` nodes, and the initializers, inputs and outputs they
+    read or make; ``outputs`` replace its outputs, ``inputs`` its inputs (both declared as
+    float tensors)."""
     read = {name for p in keep for name in graph.nodes[p].inputs}
     made = {name for p in keep for name in graph.nodes[p].outputs}
     out = Chunks()
@@ -180,9 +236,9 @@ def _keeps(
     if item.number == wire.GRAPH_INITIALIZER:
         return wire.parse_tensor(item).name in read
     if item.number == wire.GRAPH_INPUT:
-        return not new_inputs
+        return not new_inputs and wire.value_info_rank(item)[0] in read
     if item.number == wire.GRAPH_OUTPUT:
-        return not new_outputs
+        return not new_outputs and wire.value_info_rank(item)[0] in made
     if item.number == wire.GRAPH_VALUE_INFO:
         return wire.value_info_rank(item)[0] in made
     return True

@@ -27,7 +27,7 @@ import onnxruntime as ort
 from ..errors import BundleError, DeviceUnavailableError
 from . import cuda_probe, device_graphs, graph_cache, relative_attention, rewrite, wire
 from .cores import usable_cores
-from .decoder_graph import DecoderShape, DecoderSplit, read_split
+from .decoder_graph import DecoderShape, DecoderSplit, DurationsCut, cut_durations, read_split
 from .wire import WireError
 
 _LOGGER = logging.getLogger(__name__)
@@ -116,9 +116,10 @@ class SessionFactory:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         return options
 
-    def create_split(self, path: Path) -> SplitSessions | None:
-        """Front and decoder sessions of a synthesizer, for chunked decoding; None when the
-        graph has no clean decoder tail, off the CPU, or without the graph cache."""
+    def create_split(self, path: Path, audio: str) -> SplitSessions | None:
+        """Front and decoder sessions of a synthesizer whose output ``audio`` the decoder
+        makes, for chunked decoding; None when the graph has no clean decoder tail, off the
+        CPU, or without the graph cache."""
         if self.device != "cpu" or not self.use_cache or not path.is_file():
             return None
         folder = self._cache_folder()
@@ -126,7 +127,7 @@ class SessionFactory:
             meta = graph_cache.cache_entry(path, folder, _prepared_settings(), ".json", "split")
             if not meta.is_file():
                 folder.mkdir(parents=True, exist_ok=True)
-                self._prepare_split(path, meta)
+                self._prepare_split(path, audio, meta)
             described = json.loads(meta.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
             _LOGGER.warning("Graph cache unusable (%s); %s stays whole", err, path)
@@ -145,9 +146,35 @@ class SessionFactory:
         shape = DecoderShape(hop=described["hop"], context=described["context"])
         return SplitSessions(front, decoder, tuple(described["boundary"]), shape)
 
-    def _prepare_split(self, source: Path, meta: Path) -> None:
+    def create_durations(self, path: Path, durations: str | None) -> ort.InferenceSession | None:
+        """A session of the part of synthesizer ``path`` that computes the frames per phone
+        (decoder_graph.cut_durations: its output ``durations``, else its one Ceil); None where
+        it has no such part. Its inputs are those of the synthesizer that the part reads."""
+        if self.device == "cpu" and self.use_cache:
+            folder = self._cache_folder()
+            try:
+                entry = graph_cache.cache_entry(path, folder, _prepared_settings(), "", "durations")
+                if not (entry / GRAPH_FILE).is_file():
+                    cut = _durations_or_none(path, durations)
+                    if cut is None:
+                        return None
+                    folder.mkdir(parents=True, exist_ok=True)
+                    with tempfile.TemporaryDirectory(dir=folder, prefix=".cut-") as scratch:
+                        graph = Path(scratch) / "durations.onnx"
+                        with graph.open("wb") as out:
+                            out.writelines(cut.graph.parts)
+                        self._prepare(graph, entry)
+                return self._open(entry / GRAPH_FILE, self.mapped_options())
+            except (OSError, BundleError) as err:
+                _LOGGER.warning("Graph cache unusable for the durations of %s: %s", path, err)
+        cut = _durations_or_none(path, durations)
+        if cut is None:
+            return None
+        return self._open(b"".join(cut.graph.parts), self.options(), shown_as=path)
+
+    def _prepare_split(self, source: Path, audio: str, meta: Path) -> None:
         """Cut ``source`` before its decoder, prepare both halves, then describe the cut."""
-        split = _split_or_none(source)
+        split = _split_or_none(source, audio)
         described: dict[str, object] = {"boundary": []}
         with tempfile.TemporaryDirectory(dir=meta.parent, prefix=".split-") as scratch:
             if split is not None:
@@ -223,14 +250,20 @@ class SessionFactory:
             graph_cache.install_entry(saved, entry)
         _LOGGER.info("Prepared %s for fast loading: %s", source, entry)
 
-    def _open(self, path: Path, options: ort.SessionOptions) -> ort.InferenceSession:
+    def _open(
+        self, graph: Path | bytes, options: ort.SessionOptions, shown_as: Path | None = None
+    ) -> ort.InferenceSession:
+        """A session of the graph file (or the graph's bytes, named ``shown_as`` in errors)."""
+        source = str(graph) if isinstance(graph, Path) else graph
         try:
-            return ort.InferenceSession(str(path), options, providers=self.providers)
+            return ort.InferenceSession(source, options, providers=self.providers)
         except Exception as err:  # onnxruntime raises its own exception types for bad graphs
             first_line = (
                 str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             )
-            raise BundleError(str(path), f"not a loadable ONNX graph ({first_line[:200]})") from err
+            raise BundleError(
+                str(shown_as or graph), f"not a loadable ONNX graph ({first_line[:200]})"
+            ) from err
 
 
 @functools.cache
@@ -249,9 +282,16 @@ def _shared_cpu_arena() -> bool:
     return True
 
 
-def _split_or_none(source: Path) -> DecoderSplit | None:
+def _durations_or_none(source: Path, durations: str | None) -> DurationsCut | None:
     try:
-        return read_split(source)
+        return cut_durations(wire.mapped(source), durations)
+    except WireError:
+        return None  # the synthesizer's own load names the problem
+
+
+def _split_or_none(source: Path, audio: str) -> DecoderSplit | None:
+    try:
+        return read_split(source, audio)
     except WireError:
         return None  # onnxruntime names the problem when the whole graph is loaded
 

@@ -24,7 +24,8 @@ VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5
 _INT64_MODULUS = 1 << 64
 
 # onnx.proto field numbers
-MODEL_OPSET_IMPORT, MODEL_GRAPH = 8, 7
+MODEL_OPSET_IMPORT, MODEL_GRAPH, MODEL_METADATA_PROPS = 8, 7, 14
+ENTRY_KEY, ENTRY_VALUE = 1, 2
 GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_INPUT, GRAPH_OUTPUT, GRAPH_VALUE_INFO = 1, 5, 11, 12, 13
 NODE_INPUT, NODE_OUTPUT, NODE_NAME, NODE_OP_TYPE, NODE_ATTRIBUTE, NODE_DOMAIN = 1, 2, 3, 4, 5, 7
 ATTR_NAME, ATTR_I, ATTR_T, ATTR_G, ATTR_INTS, ATTR_GRAPHS, ATTR_TYPE = 1, 3, 5, 6, 8, 11, 20
@@ -200,18 +201,55 @@ def rewrite_file(
 
     Raises ``WireError`` when ``source`` is not a protobuf message of the expected shape.
     """
-    with source.open("rb") as file:
-        if os.fstat(file.fileno()).st_size == 0:
-            raise WireError("empty file")
-        # Not closed by hand: views into it live until the rewrite is garbage; unmapped then.
-        data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-    rewritten = rewrite(memoryview(data))
+    rewritten = rewrite(mapped(source))
     if rewritten is None:
         return False
     with target.open("wb") as out:
         for part in rewritten.parts:
             out.write(part)
     return True
+
+
+def mapped(source: Path) -> memoryview:
+    """The bytes of ``source`` through a read-only memory map (pages read as they are used).
+
+    Raises ``WireError`` for an empty file."""
+    with source.open("rb") as file:
+        if os.fstat(file.fileno()).st_size == 0:
+            raise WireError("empty file")
+        # Not closed by hand: views into it live until they are garbage; unmapped then.
+        return memoryview(mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ))
+
+
+@dataclass(frozen=True)
+class Interface:
+    """What a model declares to its users, read without its nodes or weights: inputs and
+    outputs (name -> rank, None without a shape) and its metadata (key -> value)."""
+
+    inputs: dict[str, int | None]
+    outputs: dict[str, int | None]
+    metadata: dict[str, str]
+
+
+def read_interface(source: Path) -> Interface:
+    """The ``Interface`` of a model file; ``WireError`` where it is not a ModelProto."""
+    model_fields, graph_field = model_graph(mapped(source))
+    declared: dict[int, dict[str, int | None]] = {GRAPH_INPUT: {}, GRAPH_OUTPUT: {}}
+    initializers: set[str] = set()
+    for item in fields(as_message(graph_field.value)):
+        if item.number in declared:
+            name, rank = value_info_rank(item)
+            declared[item.number][name] = rank
+        elif item.number == GRAPH_INITIALIZER:
+            initializers.add(parse_tensor(item).name)
+    metadata: dict[str, str] = {}
+    for item in model_fields:
+        if item.number == MODEL_METADATA_PROPS:
+            entry = {part.number: as_text(part.value) for part in fields(as_message(item.value))}
+            metadata[entry.get(ENTRY_KEY, "")] = entry.get(ENTRY_VALUE, "")
+    # Old exporters list initializers among the inputs too: those are not fed.
+    inputs = {k: v for k, v in declared[GRAPH_INPUT].items() if k not in initializers}
+    return Interface(inputs, declared[GRAPH_OUTPUT], metadata)
 
 
 def model_graph(model: memoryview) -> tuple[list[Field], Field]:

@@ -443,7 +443,7 @@ class Engine:
     ) -> list[float]:
         """Pause before each sentence of a pause window (the first gets 0), from one
         duration-predictor run over the window's text."""
-        if not request.voice.has_duration_predictor:
+        if not request.voice.has_duration_pass:
             return [0.0] + [MIN_PAUSE_S] * (len(sentences) - 1)
         texts = [sequence.text for sequence, _ in sentences]
         whole = self._frontend.analyse("".join(texts))

@@ -3,7 +3,8 @@
 A voice runs graphs on one ``SentenceInput``; how a sentence is cut into decoder runs, and when
 they run, is decided elsewhere (pieces.py, turns.py). On the CPU the synthesizer runs as two
 cached halves when its graph allows (decoder_graph.py): the front (text encoder, durations,
-flow) once per sentence, then the decoder over spans of its frames.
+flow) once per sentence, then the decoder over spans of its frames. Whatever exporter wrote the
+graphs, their contracts (onnx/contract.py) rename and reshape the feeds: one path for all.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from numpy.typing import NDArray
 
 from ..bundle import SpeakerFiles
 from ..errors import BundleError, UnknownVoiceError
+from ..onnx.contract import GraphContract, duration_contract, synthesizer_contract
 from ..onnx.sessions import SessionFactory, SplitSessions
 from ..text.frontend import PhoneSequence
 from .pieces import DecodeSpeed, decode_window
@@ -66,23 +68,31 @@ class Voice:
         sessions: SessionFactory,
         decode_speed: DecodeSpeed | None = None,
     ) -> None:
-        """``decode_speed``: shared by the speakers of a bundle (one architecture, one machine)."""
+        """``decode_speed``: shared by the speakers of a bundle (one architecture, one machine).
+        Reads the graphs' contracts now: a graph no dialect fits raises BundleError here."""
         self.files = files
         self.name = files.name
         self.styles = list(files.config.styles)
         self._sessions = sessions
         self._style_vectors = _load_style_vectors(files)
+        self._contract = synthesizer_contract(files.synthesizer)
+        self._duration_file_contract = (
+            duration_contract(files.duration_predictor) if files.duration_predictor else None
+        )
         self._lock = threading.Lock()
         self._synthesizer: Any = None
-        self._duration_predictor: Any = None
+        self._durations: tuple[Any, GraphContract] | None = None
+        self._durations_checked = False
         self._split: SplitSessions | None = None
         self._split_checked = False
         config = files.config
         self.decode_speed = decode_speed or DecodeSpeed(config.hop_length / config.sample_rate)
 
     @property
-    def has_duration_predictor(self) -> bool:
-        return self.files.duration_predictor is not None
+    def has_duration_pass(self) -> bool:
+        """Whether pauses come from the voice's durations: its duration graph, else the part of
+        its synthesizer that computes them (the first call may prepare that part)."""
+        return self._duration_pass() is not None
 
     def style_vector(self, style: str, weight: float) -> NDArray[np.float32]:
         """mean + (style - mean) * weight, where row 0 holds the mean (Neutral) style."""
@@ -101,12 +111,12 @@ class Voice:
         """Create both sessions now (used to validate a bundle and to warm up)."""
         if self._split_sessions() is None:
             self._synthesizer_session()
-        self._duration_session()
+        self._duration_pass()
 
     def synthesize(self, sentence: SentenceInput) -> NDArray[np.float32]:
         """The sentence's audio from one run of the whole synthesizer, float32 [samples] in
         [-1, 1]."""
-        return self._run(self._synthesizer_session(), sentence, noise=True)
+        return self._run(self._synthesizer_session(), self._contract, sentence)
 
     def front(self, sentence: SentenceInput) -> Fronted | None:
         """The sentence through the synthesizer's front, for ``decode``; None where the
@@ -114,7 +124,7 @@ class Voice:
         split = self._split_sessions()
         if split is None or isinstance(sentence.bert, ort.OrtValue):
             return None
-        outputs = split.front.run(list(split.boundary), self._feeds(sentence, noise=True))
+        outputs = split.front.run(list(split.boundary), self._contract.feeds(self._values(sentence)))
         boundary = dict(zip(split.boundary, outputs, strict=True))
         frames = max(value.shape[-1] for value in boundary.values())
         return Fronted(boundary, frames, split.shape.context)
@@ -145,48 +155,31 @@ class Voice:
         return samples[(start - low) * hop : (stop - low) * hop]
 
     def durations(self, sentence: SentenceInput) -> NDArray[np.float32] | None:
-        """Predicted frames per phone, float32 [phones]; None when the bundle has no such graph."""
-        session = self._duration_session()
-        if session is None:
+        """Predicted frames per phone, float32 [phones]; None when the voice has no duration
+        pass (``has_duration_pass``)."""
+        found = self._duration_pass()
+        if found is None:
             return None
-        return self._run(session, sentence, noise=False)
+        session, contract = found
+        return self._run(session, contract, sentence)
 
     def close(self) -> None:
         with self._lock:
             self._synthesizer = None
-            self._duration_predictor = None
+            self._durations = None
             self._split = None
 
-    def _run(self, session: Any, sentence: SentenceInput, noise: bool) -> NDArray[np.float32]:
-        """One run of ``session`` (one output) over the sentence, with an IO binding where the
-        features lie on the device."""
-        feeds = self._feeds(sentence, noise)
+    def _run(
+        self, session: Any, contract: GraphContract, sentence: SentenceInput
+    ) -> NDArray[np.float32]:
+        """One run of ``session`` over the sentence, reading the contract's output, with an IO
+        binding where the features lie on the device."""
+        values = self._values(sentence)
         if isinstance(sentence.bert, ort.OrtValue):
-            output = _run_bound(session, feeds, sentence.bert)
+            output = _run_bound(session, contract, values, sentence.bert)
         else:
-            (output,) = session.run(None, feeds)
+            (output,) = session.run([contract.output], contract.feeds(values))
         return np.asarray(output, dtype=np.float32).reshape(-1)
-
-    def _feeds(self, sentence: SentenceInput, noise: bool) -> dict[str, NDArray[Any]]:
-        """Every input on the host: all but ``bert`` where it lies on the device; ``noise``:
-        the synthesizer's noise scale, which the duration predictor lacks."""
-        sequence, inputs = sentence.sequence, sentence.inputs
-        feeds: dict[str, NDArray[Any]] = {
-            "x": sequence.phones[np.newaxis, :],
-            "x_lengths": np.array([sequence.phones.shape[0]], dtype=np.int64),
-            "sid": np.array([self.files.config.speaker_id], dtype=np.int64),
-            "tone": sequence.tones[np.newaxis, :],
-            "language": sequence.languages[np.newaxis, :],
-            "style_vec": sentence.style_vector[np.newaxis, :],
-            "length_scale": _scalar(inputs.length_scale),
-            "noise_scale_w": _scalar(inputs.noise_scale_w),
-            "sdp_ratio": _scalar(inputs.sdp_ratio),
-        }
-        if noise:
-            feeds["noise_scale"] = _scalar(inputs.noise_scale)
-        if not isinstance(sentence.bert, ort.OrtValue):
-            feeds["bert"] = sentence.bert[np.newaxis, :, :]
-        return feeds
 
     def _synthesizer_session(self) -> Any:
         with self._lock:
@@ -197,34 +190,64 @@ class Voice:
     def _split_sessions(self) -> SplitSessions | None:
         with self._lock:
             if not self._split_checked:
-                self._split = self._sessions.create_split(self.files.synthesizer)
+                self._split = self._sessions.create_split(
+                    self.files.synthesizer, self._contract.output
+                )
                 self._split_checked = True
             return self._split
 
-    def _duration_session(self) -> Any:
-        path = self.files.duration_predictor
-        if path is None:
-            return None
+    def _duration_pass(self) -> tuple[Any, GraphContract] | None:
+        """The duration graph's session, else the synthesizer's durations cut out of it
+        (decoder_graph.cut_durations), with the contract to feed it; None where neither is."""
         with self._lock:
-            if self._duration_predictor is None:
-                self._duration_predictor = self._sessions.create(path)
-            return self._duration_predictor
+            if not self._durations_checked:
+                self._durations = self._open_duration_pass()
+                self._durations_checked = True
+            return self._durations
+
+    def _open_duration_pass(self) -> tuple[Any, GraphContract] | None:
+        if self._duration_file_contract is not None:
+            path = self._duration_file_contract.path
+            return self._sessions.create(path), self._duration_file_contract
+        session = self._sessions.create_durations(self.files.synthesizer, self._contract.durations)
+        if session is None:
+            return None
+        inputs = {item.name for item in session.get_inputs()}
+        return session, self._contract.cut(inputs, session.get_outputs()[0].name)
+
+    def _values(self, sentence: SentenceInput) -> dict[str, NDArray[Any]]:
+        """Every input a voice graph may take, in our names (contract.FEEDS), on the host: all
+        but ``bert`` where it lies on the device."""
+        sequence, inputs = sentence.sequence, sentence.inputs
+        values: dict[str, NDArray[Any]] = {
+            "x": sequence.phones[np.newaxis, :],
+            "x_lengths": np.array([sequence.phones.shape[0]], dtype=np.int64),
+            "sid": np.array([self.files.config.speaker_id], dtype=np.int64),
+            "tone": sequence.tones[np.newaxis, :],
+            "language": sequence.languages[np.newaxis, :],
+            "style_vec": sentence.style_vector[np.newaxis, :],
+            "noise_scale": np.float32(inputs.noise_scale),
+            "length_scale": np.float32(inputs.length_scale),
+            "noise_scale_w": np.float32(inputs.noise_scale_w),
+            "sdp_ratio": np.float32(inputs.sdp_ratio),
+        }
+        if not isinstance(sentence.bert, ort.OrtValue):
+            values["bert"] = sentence.bert[np.newaxis, :, :]
+        return values
 
 
-def _run_bound(session: Any, host_feeds: dict[str, NDArray[Any]], bert: ort.OrtValue) -> Any:
+def _run_bound(
+    session: Any, contract: GraphContract, values: dict[str, NDArray[Any]], bert: ort.OrtValue
+) -> Any:
     """One run with an IO binding: ``bert`` is used where it lies (GPU memory on CUDA), the
-    small host inputs are copied over, and the one output comes back to the host."""
+    small host inputs are copied over, and the contract's output comes back to the host."""
     binding = session.io_binding()
-    for name, value in host_feeds.items():
+    for name, value in contract.feeds(values).items():
         binding.bind_cpu_input(name, value)
-    binding.bind_ortvalue_input("bert", bert)
-    binding.bind_output(session.get_outputs()[0].name, "cpu")
+    binding.bind_ortvalue_input(contract.names["bert"], bert)
+    binding.bind_output(contract.output, "cpu")
     session.run_with_iobinding(binding)
     return binding.copy_outputs_to_cpu()[0]
-
-
-def _scalar(value: float) -> NDArray[np.float32]:
-    return np.array([value], dtype=np.float32)
 
 
 def _load_style_vectors(files: SpeakerFiles) -> NDArray[np.float32]:

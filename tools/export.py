@@ -1,10 +1,17 @@
 """Export an SBV2 JP-Extra model folder to the speaker part of a Yomiage bundle.
 
     python -m tools.export MODEL_DIR --out BUNDLE_DIR [--name SPEAKER] [--checkpoint FILE]
+                           [--form yomiage|hayakoe|sbv2|aivmx]
 
 MODEL_DIR holds SBV2's ``config.json``, one checkpoint (``*.safetensors``, or ``*.pth``) and
 ``style_vectors.npy``. Written: ``BUNDLE_DIR/onnx/speakers/<name>/{config.json, style_vectors.npy,
 synthesizer.onnx, duration_predictor.onnx}``; the graph contracts are in docs/ARCHITECTURE.md.
+
+``--form`` writes the graphs as another exporter does, so that the engine is tested on every
+dialect users bring (docs/VOICES.md): ``hayakoe`` (its current exporter: the model wrapped as
+``net_g``, a second output ``durations``), ``sbv2`` (Style-Bert-VITS2's converter: other input
+names, 0-d scalars, output ``output``, no duration graph) and ``aivmx`` (that graph with the AIVM
+metadata, written by aivmlib as ``BUNDLE_DIR/<name>.aivmx``).
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import tempfile
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,45 +49,57 @@ DYNAMIC_AXES = {
     "audio": {2: "samples"},
     "durations": {1: "phones"},
 }
+SCALAR_INPUTS = ("noise_scale", "length_scale", "noise_scale_w", "sdp_ratio")
+
+
+@dataclass(frozen=True)
+class Form:
+    """How one exporter writes a voice's synthesizer (facts in ../shared/FACTS.md)."""
+
+    wrapper: str  # the attribute holding the model: the node scopes' first part
+    inputs: tuple[str, ...]  # ours, in the graph's order
+    renamed: dict[str, str]  # ours -> the graph's name, where it differs
+    zero_d_scalars: bool
+    audio: str
+    with_durations: bool  # a second output ``durations`` [1, phones]
+    duration_graph: bool  # duration_predictor.onnx beside it
+
+
+SBV2_ORDER = (*TEXT_INPUTS, "length_scale", "sdp_ratio", "noise_scale", "noise_scale_w")
+FORMS = {
+    "yomiage": Form("model", SYNTHESIZER_INPUTS, {}, False, "audio", False, True),
+    "hayakoe": Form("net_g", SYNTHESIZER_INPUTS, {}, False, "audio", True, True),
+    "sbv2": Form(
+        "model",
+        SBV2_ORDER,
+        {"x": "x_tst", "x_lengths": "x_tst_lengths", "tone": "tones"},
+        True,
+        "output",
+        False,
+        False,
+    ),
+}
+FORMS["aivmx"] = FORMS["sbv2"]
 JP_LANGUAGE_ID = 1
 JP_TONE_START = 6
 TRACE_PHONES = 9  # any length works: every length axis is dynamic; short keeps tracing fast
 
 
 class SynthesizerGraph(torch.nn.Module):
-    """synthesizer.onnx: the text inputs and four scalars -> ``audio`` [1, 1, S]."""
+    """synthesizer.onnx as ``form`` writes it: the text inputs and four scalars in its order ->
+    the audio [1, 1, S] (and, in hayakoe's form, the frames per phone [1, P])."""
 
-    def __init__(self, model: SynthesizerTrn) -> None:
+    def __init__(self, model: SynthesizerTrn, form: Form) -> None:
         super().__init__()
-        self.model = model
+        self.form = form
+        self.add_module(form.wrapper, model)  # the wrapper names the node scopes
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        x_lengths: torch.Tensor,
-        sid: torch.Tensor,
-        tone: torch.Tensor,
-        language: torch.Tensor,
-        bert: torch.Tensor,
-        style_vec: torch.Tensor,
-        noise_scale: torch.Tensor,
-        length_scale: torch.Tensor,
-        noise_scale_w: torch.Tensor,
-        sdp_ratio: torch.Tensor,
-    ) -> torch.Tensor:
-        return self.model.infer(
-            x,
-            x_lengths,
-            sid,
-            tone,
-            language,
-            bert,
-            style_vec,
-            noise_scale=noise_scale,
-            length_scale=length_scale,
-            noise_scale_w=noise_scale_w,
-            sdp_ratio=sdp_ratio,
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        named = dict(zip(self.form.inputs, inputs, strict=True))
+        audio, frames = getattr(self, self.form.wrapper)(
+            *(named[name] for name in SYNTHESIZER_INPUTS)
         )
+        return (audio, frames) if self.form.with_durations else audio
 
 
 class DurationGraph(torch.nn.Module):
@@ -145,10 +165,13 @@ def export_graph(
     module: torch.nn.Module,
     inputs: dict[str, torch.Tensor],
     input_names: Sequence[str],
-    output_name: str,
+    output_names: Sequence[str],
     path: Path,
+    renamed: dict[str, str] | None = None,
 ) -> None:
-    """Trace ``module`` to ONNX (opset 17, TorchScript exporter) and check the written file."""
+    """Trace ``module`` to ONNX (opset 17, TorchScript exporter) and check the written file.
+    ``input_names``/``output_names`` are ours; ``renamed`` gives the graph's where it differs."""
+    renamed = renamed or {}
     with warnings.catch_warnings(), torch.no_grad():
         # Tracer chatter (shape-dependent Python values, deprecation of dynamo=False) is noise here:
         # the parity tests check that one graph serves every length.
@@ -157,15 +180,17 @@ def export_graph(
             module,
             tuple(inputs[name] for name in input_names),
             str(path),
-            input_names=list(input_names),
-            output_names=[output_name],
+            input_names=[renamed.get(name, name) for name in input_names],
+            output_names=list(output_names),
             dynamic_axes={
-                k: DYNAMIC_AXES[k] for k in (*input_names, output_name) if k in DYNAMIC_AXES
+                renamed.get(k, k): DYNAMIC_AXES[OUTPUT_ROLES.get(k, k)]
+                for k in (*input_names, *output_names)
+                if OUTPUT_ROLES.get(k, k) in DYNAMIC_AXES
             },
             opset_version=OPSET,
             dynamo=False,
         )
-    _declare_output_shape(path, output_name)
+    _declare_output_shapes(path)
     onnx.checker.check_model(str(path), full_check=True)
 
 
@@ -173,18 +198,20 @@ OUTPUT_SHAPES: dict[str, tuple[int | str, ...]] = {
     "audio": (1, 1, "samples"),
     "durations": (1, "phones"),
 }
+OUTPUT_ROLES = {"output": "audio"}  # Style-Bert-VITS2's name for the audio
 
 
-def _declare_output_shape(path: Path, output_name: str) -> None:
-    """Write the contract's output shape (the tracer leaves the batch axis as an odd symbol)."""
+def _declare_output_shapes(path: Path) -> None:
+    """Write the contract's output shapes (the tracer leaves the batch axis as an odd symbol)."""
     graph_model = onnx.load(str(path))
-    (output,) = graph_model.graph.output
-    dims = output.type.tensor_type.shape.dim
-    for dim, size in zip(dims, OUTPUT_SHAPES[output_name], strict=True):
-        if isinstance(size, int):
-            dim.dim_value = size
-        else:
-            dim.dim_param = size
+    for output in graph_model.graph.output:
+        dims = output.type.tensor_type.shape.dim
+        shape = OUTPUT_SHAPES[OUTPUT_ROLES.get(output.name, output.name)]
+        for dim, size in zip(dims, shape, strict=True):
+            if isinstance(size, int):
+                dim.dim_value = size
+            else:
+                dim.dim_param = size
     onnx.save(graph_model, str(path))
 
 
@@ -245,27 +272,60 @@ def export_speaker(
     name: str | None = None,
     checkpoint: str | Path | None = None,
     progress: bool = True,
+    form: str = "yomiage",
 ) -> Path:
-    """Write ``<bundle_root>/onnx/speakers/<name>/``; returns that folder."""
+    """Write ``<bundle_root>/onnx/speakers/<name>/`` in exporter ``form`` (``FORMS``); returns
+    that folder (for ``aivmx``: the file ``<bundle_root>/<name>.aivmx``)."""
     model_dir = Path(model_dir)
     files = ModelFolder.find(model_dir, Path(checkpoint) if checkpoint else None)
     config = load_config(files.config)
     style_vectors = load_style_vectors(files.style_vectors, config)
     model = load_model(config, files.checkpoint)  # every input is checked before writing
-    out = Path(bundle_root) / SPEAKERS_DIR / (name or model_dir.resolve().name)
+    name = name or model_dir.resolve().name
+    if form == "aivmx":
+        return _export_aivmx(model, files, Path(bundle_root), name)
+    out = Path(bundle_root) / SPEAKERS_DIR / name
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(files.config, out / "config.json")
     np.save(out / "style_vectors.npy", style_vectors)
-    inputs = example_inputs(config.net.bert_dim)
-    graphs = (
-        (SynthesizerGraph(model), SYNTHESIZER_INPUTS, "audio", SYNTHESIZER_FILE),
-        (DurationGraph(model), DURATION_INPUTS, "durations", DURATION_FILE),
-    )
-    for module, input_names, output_name, file_name in tqdm(
+    chosen = FORMS[form]
+    graphs = [(SynthesizerGraph(model, chosen), chosen, SYNTHESIZER_FILE)]
+    if chosen.duration_graph:
+        graphs.append((DurationGraph(model), None, DURATION_FILE))
+    for module, synthesizer_form, file_name in tqdm(
         graphs, desc=f"export {out.name}", unit="graph", disable=not progress
     ):
-        export_graph(module, inputs, input_names, output_name, out / file_name)
+        _export_one(module, synthesizer_form, config, out / file_name)
     return out
+
+
+def _export_one(
+    module: torch.nn.Module, form: Form | None, config: ModelConfig, path: Path
+) -> None:
+    """One graph: a synthesizer in ``form``, or (None) the duration predictor."""
+    inputs = example_inputs(config.net.bert_dim)
+    if form is None:
+        export_graph(module, inputs, DURATION_INPUTS, ["durations"], path)
+        return
+    if form.zero_d_scalars:
+        inputs.update({name: inputs[name].reshape(()) for name in SCALAR_INPUTS})
+    outputs = [form.audio, *(["durations"] if form.with_durations else [])]
+    export_graph(module, inputs, form.inputs, outputs, path, form.renamed)
+
+
+def _export_aivmx(model: SynthesizerTrn, files: ModelFolder, out: Path, name: str) -> Path:
+    """``<out>/<name>.aivmx``: the Style-Bert-VITS2 form of the synthesizer with the AIVM
+    metadata (manifest, hyper-parameters, style vectors) as aivmlib writes it."""
+    from .aivm import write_aivmx  # aivmlib is needed for this form only
+
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / f"{name}.aivmx"
+    config = load_config(files.config)
+    with tempfile.TemporaryDirectory(prefix="aivmx-") as scratch:
+        graph = Path(scratch) / "model.onnx"
+        _export_one(SynthesizerGraph(model, FORMS["sbv2"]), FORMS["sbv2"], config, graph)
+        write_aivmx(graph, files.config, files.style_vectors, name, target)
+    return target
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -278,10 +338,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="bundle root to write into")
     parser.add_argument("--name", help="speaker folder name (default: the model folder's name)")
     parser.add_argument("--checkpoint", type=Path, help="checkpoint file when there are several")
+    parser.add_argument(
+        "--form", choices=sorted(FORMS), default="yomiage", help="which exporter's dialect"
+    )
     args = parser.parse_args(argv)
     torch.set_flush_denormal(True)
     try:
-        folder = export_speaker(args.model_dir, args.out, args.name, args.checkpoint)
+        folder = export_speaker(
+            args.model_dir, args.out, args.name, args.checkpoint, form=args.form
+        )
     except ModelFileError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -134,6 +134,26 @@ class SynthesizerTrn(nn.Module):
         frames = self.frames(text, length_scale, sdp_ratio, noise_scale_w)
         return self.decode(text, frames, noise_scale)
 
+    def forward(
+        self,
+        x: torch.Tensor,
+        x_lengths: torch.Tensor,
+        sid: torch.Tensor,
+        tone: torch.Tensor,
+        language: torch.Tensor,
+        bert: torch.Tensor,
+        style_vec: torch.Tensor,
+        noise_scale: Scalar,
+        length_scale: Scalar,
+        noise_scale_w: Scalar,
+        sdp_ratio: Scalar,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``infer``, also giving the frames per phone [B, T]: what an exporter traces through
+        the module's call, so that its nodes sit in the scope of the attribute holding it."""
+        text = self.encode(x, x_lengths, sid, tone, language, bert, style_vec)
+        frames = self.frames(text, length_scale, sdp_ratio, noise_scale_w)
+        return self.decode(text, frames, noise_scale), frames.squeeze(1)
+
     def predict_durations(
         self,
         x: torch.Tensor,

@@ -4,7 +4,8 @@ Voices come from several exporters, and their graphs differ only in names and ra
 
 - ours and hayakoe's: inputs ``x, x_lengths, sid, tone, language, bert, style_vec`` and the
   scalars ``noise_scale, length_scale, noise_scale_w, sdp_ratio`` shaped [1]; output ``audio``
-  [1, 1, S], and in hayakoe's current exporter a second output ``durations`` (phone timings);
+  [1, 1, S], and in hayakoe's current exporter a second output ``durations`` (phone timings,
+  left unread: the engine cuts what it needs out of the graph);
 - Style-Bert-VITS2's converter (its ONNX files, AivisHub's AIVMX): ``x_tst, x_tst_lengths`` and
   ``tones`` for the first and fourth, the scalars 0-d, output ``output``.
 
@@ -57,7 +58,6 @@ class GraphContract:
     names: dict[str, str]
     scalar_ranks: dict[str, int]
     output: str  # the audio of a synthesizer, the frames per phone of a duration graph
-    durations: str | None  # a synthesizer's own output of frames per phone, where it has one
 
     def feeds(self, values: Mapping[str, NDArray[Any]]) -> dict[str, NDArray[Any]]:
         """``values`` (our names; scalars of any shape) as this graph takes them; values it has
@@ -68,9 +68,7 @@ class GraphContract:
                 continue
             value = values[ours]
             if ours in self.scalar_ranks:
-                value = np.asarray(value, dtype=np.float32).reshape(
-                    (1,) * self.scalar_ranks[ours]
-                )
+                value = np.asarray(value, dtype=np.float32).reshape((1,) * self.scalar_ranks[ours])
             fed[theirs] = value
         return fed
 
@@ -79,7 +77,7 @@ class GraphContract:
         and gives ``output``."""
         names = {ours: theirs for ours, theirs in self.names.items() if theirs in inputs}
         ranks = {ours: rank for ours, rank in self.scalar_ranks.items() if ours in names}
-        return GraphContract(self.path, names, ranks, output, None)
+        return GraphContract(self.path, names, ranks, output)
 
 
 def synthesizer_contract(path: Path) -> GraphContract:
@@ -97,10 +95,8 @@ def synthesizer_contract(path: Path) -> GraphContract:
     if interface.outputs[audio[0]] not in (AUDIO_RANK, None):
         raise BundleError(
             str(path),
-            f"output {audio[0]!r} has rank {interface.outputs[audio[0]]}, "
-            f"expected [1, 1, samples]",
+            f"output {audio[0]!r} has rank {interface.outputs[audio[0]]}, expected [1, 1, samples]",
         )
-    durations = DURATIONS_OUTPUT if DURATIONS_OUTPUT in interface.outputs else None
     unknown = set(interface.outputs) - {audio[0], DURATIONS_OUTPUT}
     if unknown:
         raise BundleError(
@@ -108,7 +104,7 @@ def synthesizer_contract(path: Path) -> GraphContract:
             f"unknown output {', '.join(map(repr, sorted(unknown)))}: a synthesizer gives "
             f"{audio[0]!r} and optionally {DURATIONS_OUTPUT!r}",
         )
-    return GraphContract(path, names, ranks, audio[0], durations)
+    return GraphContract(path, names, ranks, audio[0])
 
 
 def duration_contract(path: Path) -> GraphContract:
@@ -122,7 +118,7 @@ def duration_contract(path: Path) -> GraphContract:
             f"expected one output {DURATIONS_OUTPUT!r} [1, phones], found "
             f"{_described(interface.outputs)}",
         )
-    return GraphContract(path, names, ranks, DURATIONS_OUTPUT, None)
+    return GraphContract(path, names, ranks, DURATIONS_OUTPUT)
 
 
 def _interface(path: Path) -> Interface:

@@ -9,9 +9,9 @@ and the decoder can run over the first frames of a sentence first, so that its a
 playing while the rest is decoded (engine streaming), with the same samples as one whole run.
 
 A voice that comes as one synthesizer graph (Style-Bert-VITS2's ONNX, AivisHub's AIVMX) has no
-duration-predictor graph, but the synthesizer computes the frames of each phone (a Ceil, before
-the prior is expanded along them): the nodes that tensor depends on are exactly a duration
-predictor, so cut there it gives the pauses the voice's own predictor decides.
+duration-predictor graph, but the synthesizer computes the frames of each phone (its one Ceil,
+before the prior is expanded along them): the nodes that tensor depends on are exactly a
+duration predictor, so cut there it gives the pauses the voice's own predictor decides.
 
 Written against the ONNX wire format like rewrite.py: the weights are never decoded.
 """
@@ -49,9 +49,7 @@ class DecoderSplit:
     shape: DecoderShape
 
 
-def split_decoder(
-    model: memoryview, audio: str, scope: str = DECODER_SCOPE
-) -> DecoderSplit | None:
+def split_decoder(model: memoryview, audio: str, scope: str = DECODER_SCOPE) -> DecoderSplit | None:
     """The two halves of a synthesizer whose output ``audio`` the decoder makes, or None when
     its decoder cannot be cut out cleanly. Other outputs (hayakoe's phone durations) are the
     front's and are dropped: the engine reads only the audio."""
@@ -64,7 +62,7 @@ def split_decoder(
     shape = decoder_shape(graph, decoder, boundary, audio)
     if shape is None:
         return None
-    front = _encode(graph, set(graph.nodes) - decoder, outputs=boundary)
+    front = _encode(graph, _ancestors(graph, boundary), outputs=boundary)
     back = _encode(graph, decoder, inputs=boundary)
     return DecoderSplit(
         front=wire.with_graph(model_fields, graph_field, front),
@@ -85,42 +83,46 @@ class DurationsCut:
     inputs: frozenset[str]  # the graph inputs the cut still reads
 
 
-def cut_durations(model: memoryview, durations: str | None) -> DurationsCut | None:
-    """The part of a synthesizer that computes the frames of each phone: up to its output
-    ``durations`` where it has one, else up to its one Ceil; None where there is no such
-    tensor (or several Ceils) or subgraphs hide what a node reads."""
+def cut_durations(model: memoryview) -> DurationsCut | None:
+    """The part of a synthesizer that computes the frames of each phone, up to its one Ceil;
+    None where it has none or several."""
     model_fields, graph_field = wire.model_graph(model)
     graph = wire.Graph.parse(wire.as_message(graph_field.value))
-    if any(a.graphs for node in graph.nodes.values() for a in node.attributes):
+    ceils = [node.outputs[0] for node in graph.nodes.values() if node.op_type == "Ceil"]
+    if len(ceils) != 1:
         return None
-    if durations is None:
-        ceils = [node.outputs[0] for node in graph.nodes.values() if node.op_type == "Ceil"]
-        if len(ceils) != 1:
-            return None
-        durations = ceils[0]
-    keep = _ancestors(graph, durations)
-    if not keep:
-        return None
-    cut = _encode(graph, keep, outputs=(durations,))
-    read = {name for p in keep for name in graph.nodes[p].inputs}
+    keep = _ancestors(graph, (ceils[0],))
+    cut = _encode(graph, keep, outputs=(ceils[0],))
+    read = {name for p in keep for name in _reads(graph.nodes[p])}
     return DurationsCut(
         wire.with_graph(model_fields, graph_field, cut),
         frozenset(name for name in graph.inputs if name in read),
     )
 
 
-def _ancestors(graph: wire.Graph, name: str) -> set[int]:
-    """The positions of the nodes that ``name`` depends on (its maker included)."""
+def _ancestors(graph: wire.Graph, names: tuple[str, ...]) -> set[int]:
+    """The positions of the nodes that ``names`` depend on (their makers included)."""
     maker = {out: p for p, node in graph.nodes.items() for out in node.outputs}
     found: set[int] = set()
-    wanted = [name]
+    wanted = list(names)
     while wanted:
         position = maker.get(wanted.pop())
         if position is None or position in found:
             continue
         found.add(position)
-        wanted.extend(graph.nodes[position].inputs)
+        wanted.extend(_reads(graph.nodes[position]))
     return found
+
+
+def _reads(node: Node) -> list[str]:
+    """What a node reads: its inputs, and every name its subgraphs read (an If or Loop body
+    reads the outer graph's tensors by name; more names than that is harmless here)."""
+    names = list(node.inputs)
+    for attribute in node.attributes:
+        for body in attribute.graphs:
+            for inner in wire.Graph.parse(body).nodes.values():
+                names.extend(_reads(inner))
+    return names
 
 
 def decoder_shape(
@@ -179,7 +181,7 @@ def _boundary(graph: wire.Graph, decoder: set[int], audio: str) -> tuple[str, ..
     """The tensors the decoder reads from the rest of the graph (latent, speaker).
 
     None unless the decoder is a clean tail: it makes the audio output and no other, nothing
-    outside reads its tensors, no subgraph is involved, and exactly two tensors come in.
+    outside reads its tensors, it holds no subgraph, and exactly two tensors come in.
     """
     if not decoder:
         return None
@@ -187,9 +189,9 @@ def _boundary(graph: wire.Graph, decoder: set[int], audio: str) -> tuple[str, ..
     if audio not in made or len(made.intersection(graph.outputs)) != 1:
         return None
     for position, node in graph.nodes.items():
-        if any(a.graphs for a in node.attributes):
+        if position in decoder and any(a.graphs for a in node.attributes):
             return None
-        if position not in decoder and made.intersection(node.inputs):
+        if position not in decoder and made.intersection(_reads(node)):
             return None
     entering = [
         name
@@ -209,7 +211,7 @@ def _encode(
     """The graph with only the ``keep`` nodes, and the initializers, inputs and outputs they
     read or make; ``outputs`` replace its outputs, ``inputs`` its inputs (both declared as
     float tensors)."""
-    read = {name for p in keep for name in graph.nodes[p].inputs}
+    read = {name for p in keep for name in _reads(graph.nodes[p])}
     made = {name for p in keep for name in graph.nodes[p].outputs}
     out = Chunks()
     for position, item in enumerate(graph.items):

@@ -146,16 +146,16 @@ class SessionFactory:
         shape = DecoderShape(hop=described["hop"], context=described["context"])
         return SplitSessions(front, decoder, tuple(described["boundary"]), shape)
 
-    def create_durations(self, path: Path, durations: str | None) -> ort.InferenceSession | None:
+    def create_durations(self, path: Path) -> ort.InferenceSession | None:
         """A session of the part of synthesizer ``path`` that computes the frames per phone
-        (decoder_graph.cut_durations: its output ``durations``, else its one Ceil); None where
-        it has no such part. Its inputs are those of the synthesizer that the part reads."""
+        (decoder_graph.cut_durations); None where it has no such part. Its inputs are those
+        of the synthesizer that the part reads."""
         if self.device == "cpu" and self.use_cache:
             folder = self._cache_folder()
             try:
                 entry = graph_cache.cache_entry(path, folder, _prepared_settings(), "", "durations")
                 if not (entry / GRAPH_FILE).is_file():
-                    cut = _durations_or_none(path, durations)
+                    cut = _durations_or_none(path)
                     if cut is None:
                         return None
                     folder.mkdir(parents=True, exist_ok=True)
@@ -167,7 +167,7 @@ class SessionFactory:
                 return self._open(entry / GRAPH_FILE, self.mapped_options())
             except (OSError, BundleError) as err:
                 _LOGGER.warning("Graph cache unusable for the durations of %s: %s", path, err)
-        cut = _durations_or_none(path, durations)
+        cut = _durations_or_none(path)
         if cut is None:
             return None
         return self._open(b"".join(cut.graph.parts), self.options(), shown_as=path)
@@ -282,9 +282,9 @@ def _shared_cpu_arena() -> bool:
     return True
 
 
-def _durations_or_none(source: Path, durations: str | None) -> DurationsCut | None:
+def _durations_or_none(source: Path) -> DurationsCut | None:
     try:
-        return cut_durations(wire.mapped(source), durations)
+        return cut_durations(wire.mapped(source))
     except WireError:
         return None  # the synthesizer's own load names the problem
 

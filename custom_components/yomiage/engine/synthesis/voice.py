@@ -124,7 +124,8 @@ class Voice:
         split = self._split_sessions()
         if split is None or isinstance(sentence.bert, ort.OrtValue):
             return None
-        outputs = split.front.run(list(split.boundary), self._contract.feeds(self._values(sentence)))
+        feeds = self._contract.feeds(self._values(sentence))
+        outputs = split.front.run(list(split.boundary), feeds)
         boundary = dict(zip(split.boundary, outputs, strict=True))
         frames = max(value.shape[-1] for value in boundary.values())
         return Fronted(boundary, frames, split.shape.context)
@@ -209,7 +210,7 @@ class Voice:
         if self._duration_file_contract is not None:
             path = self._duration_file_contract.path
             return self._sessions.create(path), self._duration_file_contract
-        session = self._sessions.create_durations(self.files.synthesizer, self._contract.durations)
+        session = self._sessions.create_durations(self.files.synthesizer)
         if session is None:
             return None
         inputs = {item.name for item in session.get_inputs()}
@@ -226,10 +227,10 @@ class Voice:
             "tone": sequence.tones[np.newaxis, :],
             "language": sequence.languages[np.newaxis, :],
             "style_vec": sentence.style_vector[np.newaxis, :],
-            "noise_scale": np.float32(inputs.noise_scale),
-            "length_scale": np.float32(inputs.length_scale),
-            "noise_scale_w": np.float32(inputs.noise_scale_w),
-            "sdp_ratio": np.float32(inputs.sdp_ratio),
+            "noise_scale": np.array(inputs.noise_scale, dtype=np.float32),
+            "length_scale": np.array(inputs.length_scale, dtype=np.float32),
+            "noise_scale_w": np.array(inputs.noise_scale_w, dtype=np.float32),
+            "sdp_ratio": np.array(inputs.sdp_ratio, dtype=np.float32),
         }
         if not isinstance(sentence.bert, ort.OrtValue):
             values["bert"] = sentence.bert[np.newaxis, :, :]

@@ -106,18 +106,30 @@ class VoicesPlan:
     repo: str | None  # the Hub repository to fetch it from (None: a local folder)
     # Graphs the server prepares for this CPU, kept across restarts (the image's home is not).
     prepared_graphs: Path
+    # Whose BERT serves a local folder of voices that has none (.aivmx files): the official
+    # voices this add-on downloaded earlier, where they are (else a bundle beside the folder).
+    language_model: Path | None = None
 
 
 def plan_voices(options: AddonOptions, data_dir: Path) -> VoicesPlan:
     if options.voices == "local":
-        return VoicesPlan(_local_folder(options.local_folder), None, data_dir / "prepared-graphs")
+        official = _downloaded(data_dir, OFFICIAL_REPO)
+        return VoicesPlan(
+            _local_folder(options.local_folder),
+            None,
+            data_dir / "prepared-graphs",
+            official if official.is_dir() else None,
+        )
     repo = OFFICIAL_REPO if options.voices == "official" else options.hub_repo
     if not _REPO_ID.match(repo):
         raise AddonError(
             f"hub_repo must be a Hugging Face repository id like owner/name, not {repo!r}"
         )
-    bundle = data_dir / "voices" / repo.replace("/", "--")
-    return VoicesPlan(bundle, repo, data_dir / "prepared-graphs")
+    return VoicesPlan(_downloaded(data_dir, repo), repo, data_dir / "prepared-graphs")
+
+
+def _downloaded(data_dir: Path, repo: str) -> Path:
+    return data_dir / "voices" / repo.replace("/", "--")
 
 
 def _local_folder(folder: str) -> Path:
@@ -145,6 +157,8 @@ def serve_command(plan: VoicesPlan, options: AddonOptions, port: int) -> list[st
     command = [sys.executable, "-m", "yomiage.wyoming_server"]
     command += ["--uri", f"tcp://0.0.0.0:{port}", "--bundle", str(plan.bundle)]
     command += ["--graph-cache", str(plan.prepared_graphs)]
+    if plan.language_model is not None:
+        command += ["--language-model", str(plan.language_model)]
     if options.threads is not None:
         command += ["--threads", str(options.threads)]
     command += ["--volume", f"{options.volume:g}"]

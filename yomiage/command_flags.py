@@ -18,6 +18,14 @@ _UNITS = {"volume": "dB", "lead_silence": "ms"}
 
 def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bundle", type=Path, required=True, help="voice bundle folder")
+    parser.add_argument(
+        "--language-model",
+        type=Path,
+        default=None,
+        metavar="BUNDLE",
+        help="a bundle whose BERT serves voices that come without one (a folder of .aivmx "
+        "files; default: a bundle folder beside --bundle)",
+    )
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument(
         "--threads",
@@ -39,7 +47,11 @@ def engine_from(args: argparse.Namespace) -> Engine:
     from yomiage_engine import Engine
 
     return Engine(
-        args.bundle, device=args.device, threads=args.threads, graph_cache=args.graph_cache
+        args.bundle,
+        device=args.device,
+        threads=args.threads,
+        graph_cache=args.graph_cache,
+        language_model=args.language_model,
     )
 
 

@@ -13,7 +13,7 @@ from homeassistant.core import HomeAssistant
 
 from . import const
 from .engine import BundleError
-from .engine.bundle import SPEAKERS_DIR
+from .engine.bundle import SPEAKERS_DIR, TOKENIZER_DIR
 from .local_setup import load_engine
 
 
@@ -70,6 +70,8 @@ def _classify(err: BundleError, root: Path) -> BundleCheckError:
         return BundleCheckError("not_a_folder", file=str(path))
     if path == root / SPEAKERS_DIR:
         return BundleCheckError("no_voices", file=shown, problem=err.problem)
+    if path == root / TOKENIZER_DIR and not path.exists():
+        return BundleCheckError("no_language_model", file=str(root), problem=err.problem)
     if not path.exists() or (path.is_file() and path.stat().st_size == 0):
         return BundleCheckError("missing_file", file=shown, problem=err.problem)
     if path.suffix == ".onnx":

@@ -78,6 +78,7 @@ from .local_engine import (
     async_engine_importable,
     async_ensure_local_engine,
 )
+from .local_setup import downloaded_language_model
 from .remote import WyomingBackend
 from .user_words import UserWordsError, parse_user_words
 
@@ -449,7 +450,7 @@ class YomiageOptionsFlow(OptionsFlow):
         if self.config_entry.data.get(CONF_SOURCE) == SOURCE_WYOMING:
             return await self.async_step_server()
         errors: dict[str, str] = {}
-        placeholders = {"line": "", "problem": ""}
+        placeholders = {"line": "", "problem": "", "about": ""}
         if user_input is not None:
             try:
                 parse_user_words(user_input.get(CONF_USER_DICTIONARY, ""))
@@ -460,7 +461,7 @@ class YomiageOptionsFlow(OptionsFlow):
                 user_input[CONF_THREADS] = int(user_input[CONF_THREADS])
                 return self.async_create_entry(data=user_input)
         try:
-            voices = await self.hass.async_add_executor_job(
+            voices, about = await self.hass.async_add_executor_job(
                 _bundle_voices, self.config_entry.data[CONF_PATH]
             )
         except BundleError as err:
@@ -468,6 +469,7 @@ class YomiageOptionsFlow(OptionsFlow):
                 reason="bundle_broken",
                 description_placeholders={"file": err.path, "problem": err.problem},
             )
+        placeholders["about"] = about
         schema = self._schema(voices)
         if user_input is not None:  # back with an error: keep what the user typed
             schema = self.add_suggested_values_to_schema(schema, user_input)
@@ -521,10 +523,19 @@ class YomiageOptionsFlow(OptionsFlow):
         return vol.Schema(fields)
 
 
-def _bundle_voices(path: str) -> dict[str, list[str]]:
-    """Speaker -> styles from the bundle's configs (cheap: no graph is loaded)."""
-    bundle = Bundle.open(path)
-    return {name: list(files.config.styles) for name, files in bundle.speakers.items()}
+def _bundle_voices(path: str) -> tuple[dict[str, list[str]], str]:
+    """Speaker -> styles from the bundle's configs (cheap: no graph is loaded), and what the
+    voice files say of themselves (AIVMX: model, description, licence), a line each."""
+    bundle = Bundle.open(path, downloaded_language_model())
+    voices = {name: list(files.config.styles) for name, files in bundle.speakers.items()}
+    about = [
+        f"- {name}: {aivm.model_name} {aivm.version}"
+        + (f" — {aivm.description}" if aivm.description else "")
+        + f" ({aivm.license or '?'})"
+        for name, files in bundle.speakers.items()
+        if (aivm := files.aivm) is not None
+    ]
+    return voices, "\n".join(about)
 
 
 def _synthesis_fields(

@@ -15,6 +15,7 @@ from .shared_dictionary import SharedDictionary
 
 if TYPE_CHECKING:
     from .engine import AudioChunk, Engine
+    from .engine.aivm import AivmVoice
 
 
 class LocalBackend:
@@ -75,6 +76,7 @@ class LocalBackend:
                     "styles": list(files.config.styles),
                     "synthesizer": bundle.relative(files.synthesizer),
                     "has_duration_predictor": files.duration_predictor is not None,
+                    "voice_file": _voice_file(files.aivm),
                 }
                 for name, files in bundle.speakers.items()
             },
@@ -137,3 +139,16 @@ def _piece(chunk: AudioChunk) -> SpeechPiece:
         sentences=1 if chunk.starts_sentence else 0,
         compute_s=chunk.compute_s,
     )
+
+
+def _voice_file(aivm: AivmVoice | None) -> dict[str, Any] | None:
+    """What an AIVMX voice's manifest says of it; None for a bundle's speaker folder."""
+    if aivm is None:
+        return None
+    return {
+        "model": aivm.model_name,
+        "version": aivm.version,
+        "description": aivm.description,
+        "license": aivm.license,
+        "creators": list(aivm.creators),
+    }

@@ -20,6 +20,7 @@ from homeassistant.helpers import issue_registry as ir
 from . import const
 from .const import CONF_USER_DICTIONARY, DOMAIN, TRANSIENT_DOWNLOAD_REASONS
 from .engine import BundleError, DeviceUnavailableError, DownloadError
+from .engine.bundle import find_language_model
 from .engine.text.readings.user_dict import UserDictionary, UserDictionaryError
 from .entry_options import runtime_settings
 from .local_backend import LocalBackend
@@ -35,7 +36,22 @@ def load_engine(path: str, device: str, threads: int | None) -> Engine:
     """Create the engine (blocking: imports onnxruntime, loads BERT; run it in an executor)."""
     from .engine import Engine
 
-    return Engine(path, device=device, threads=threads, graph_cache=prepared_graphs(path))
+    return Engine(
+        path,
+        device=device,
+        threads=threads,
+        graph_cache=prepared_graphs(path),
+        language_model=downloaded_language_model(),
+    )
+
+
+def downloaded_language_model() -> Path | None:
+    """A downloaded bundle (models folder) whose BERT serves a folder of voices that has none
+    (.aivmx files; engine/bundle.py also looks beside the folder). Blocking: reads the disk."""
+    models = const.MODELS_DIR
+    if not models.is_dir():
+        return None
+    return find_language_model(sorted(p for p in models.iterdir() if p.is_dir()))
 
 
 def prepared_graphs(bundle: str) -> Path:

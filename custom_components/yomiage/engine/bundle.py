@@ -6,17 +6,27 @@ Layout (the published voices on the Hub use the same)::
     <root>/onnx/bert/q8/bert_q8.onnx       DeBERTa features, dynamic INT8 (CPU)
     <root>/onnx/bert/fp32/bert.onnx        optional FP32 graph (CUDA cannot run dynamic INT8)
     <root>/onnx/speakers/<name>/config.json, style_vectors.npy, synthesizer.onnx,
-                                duration_predictor.onnx (optional: pauses then default to 80 ms)
+                                duration_predictor.onnx (optional: pauses then come from the
+                                durations the synthesizer computes)
+    <root>/*.aivmx                         AivisHub's voice files (aivm.py), beside or instead
+                                           of the speaker folders
+
+A folder of voices without the language model (BERT and its tokenizer: a folder of AIVMX files
+as downloaded) takes it from another bundle: the one named (``language_model``), else a bundle
+folder beside it (docs/VOICES.md).
 """
 
 from __future__ import annotations
 
 import errno
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .aivm import SUFFIX as AIVMX_SUFFIX
+from .aivm import AivmVoice, read_aivmx
 from .errors import BundleError
 
 TOKENIZER_DIR = Path("bert/tokenizer")
@@ -41,39 +51,31 @@ class SpeakerConfig:
 @dataclass(frozen=True)
 class SpeakerFiles:
     name: str
-    folder: Path
     config: SpeakerConfig
-
-    @property
-    def synthesizer(self) -> Path:
-        return self.folder / "synthesizer.onnx"
-
-    @property
-    def style_vectors(self) -> Path:
-        return self.folder / "style_vectors.npy"
-
-    @property
-    def duration_predictor(self) -> Path | None:
-        path = self.folder / "duration_predictor.onnx"
-        return path if path.is_file() else None
+    synthesizer: Path
+    style_vectors: Path  # style_vectors.npy, or the AIVMX file whose metadata holds them
+    duration_predictor: Path | None
+    aivm: AivmVoice | None = None  # an AIVMX voice: what its manifest says of it
+    embedded_style_vectors: bytes | None = None  # an AIVMX's style vectors (.npy bytes)
 
 
 @dataclass(frozen=True)
 class Bundle:
     root: Path
     speakers: dict[str, SpeakerFiles]
+    language_root: Path  # the bundle whose BERT and tokenizer serve these voices
 
     @property
     def tokenizer_dir(self) -> Path:
-        return self.root / TOKENIZER_DIR
+        return self.language_root / TOKENIZER_DIR
 
     @property
     def bert_q8(self) -> Path:
-        return self.root / BERT_Q8
+        return self.language_root / BERT_Q8
 
     @property
     def bert_fp32(self) -> Path | None:
-        path = self.root / BERT_FP32
+        path = self.language_root / BERT_FP32
         return path if path.is_file() else None
 
     @property
@@ -81,18 +83,38 @@ class Bundle:
         return next(iter(self.speakers.values())).config.sample_rate
 
     @classmethod
-    def open(cls, root: str | Path) -> Bundle:
-        """Check that every required file is there and the configs agree; load nothing heavy."""
+    def open(cls, root: str | Path, language_model: Path | None = None) -> Bundle:
+        """Check that every required file is there and the configs agree; load nothing heavy.
+        ``language_model``: a bundle whose BERT and tokenizer serve voices that come without
+        (where ``root`` has none; else a bundle folder beside ``root`` that has them)."""
         root = Path(root).expanduser()
         if not root.is_dir():
             raise BundleError(str(root), _not_a_folder(root))
-        _require_file(root / TOKENIZER_DIR / "vocab.txt")
-        _require_file(root / BERT_Q8)
-        speakers = {files.name: files for files in _discover_speakers(root)}
+        speakers: dict[str, SpeakerFiles] = {}
+        for files in _discover_speakers(root):
+            speakers[_unique(files.name, speakers)] = files
+        # A bundle with part of its own language model is incomplete: say which file is missing.
+        has_own = (root / TOKENIZER_DIR).exists() or (root / BERT_Q8).parent.exists()
+        language_root = (
+            root
+            if has_own
+            else find_language_model(
+                [*([language_model] if language_model else []), *_siblings(root)]
+            )
+        )
+        if language_root is None:
+            raise BundleError(
+                str(root / TOKENIZER_DIR),
+                "no language model (bert/tokenizer and onnx/bert/q8/bert_q8.onnx) here or in "
+                "another bundle: download the official voices once (they bring it), or copy "
+                "a bundle's bert/ and onnx/bert/ beside these voices",
+            )
+        _require_file(language_root / TOKENIZER_DIR / "vocab.txt")
+        _require_file(language_root / BERT_Q8)
         rates = {files.config.sample_rate for files in speakers.values()}
         if len(rates) > 1:
             raise BundleError(str(root / SPEAKERS_DIR), f"speakers disagree on sample rate {rates}")
-        return cls(root=root, speakers=speakers)
+        return cls(root=root, speakers=speakers, language_root=language_root)
 
     def relative(self, path: Path) -> str:
         """A path as shown to users (diagnostics, errors): relative to the bundle root."""
@@ -109,26 +131,93 @@ def _require_file(path: Path) -> None:
         raise BundleError(str(path), "file is empty")
 
 
+def has_language_model(root: Path) -> bool:
+    """Whether the folder ``root`` holds BERT and its tokenizer (voices may be elsewhere)."""
+    return (root / TOKENIZER_DIR / "vocab.txt").is_file() and (root / BERT_Q8).is_file()
+
+
+def find_language_model(candidates: Iterable[Path]) -> Path | None:
+    """The first of ``candidates`` (bundle folders) that holds BERT and its tokenizer."""
+    return next((path for path in candidates if has_language_model(path)), None)
+
+
+def _siblings(root: Path) -> list[Path]:
+    try:
+        return sorted(p for p in root.resolve().parent.iterdir() if p.is_dir() and p != root)
+    except OSError:
+        return []
+
+
+def _unique(name: str, taken: dict[str, SpeakerFiles]) -> str:
+    """``name``, or it numbered, where another voice has it (two AIVMX files, one name)."""
+    unique, number = name, 1
+    while unique in taken:
+        number += 1
+        unique = f"{name} ({number})"
+    return unique
+
+
 def _discover_speakers(root: Path) -> list[SpeakerFiles]:
     speakers_dir = root / SPEAKERS_DIR
     folders = (
         sorted(p for p in speakers_dir.iterdir() if p.is_dir()) if speakers_dir.is_dir() else []
     )
-    if not folders:
-        raise BundleError(str(speakers_dir), "no speaker folders (expected onnx/speakers/<name>/)")
-    return [_speaker_files(folder) for folder in folders]
+    voice_files = sorted(p for p in root.glob(f"*{AIVMX_SUFFIX}") if p.is_file())
+    if not folders and not voice_files:
+        raise BundleError(
+            str(speakers_dir),
+            f"no voices (expected onnx/speakers/<name>/ folders or {AIVMX_SUFFIX} files)",
+        )
+    found = [_speaker_files(folder) for folder in folders]
+    for path in voice_files:
+        found.extend(_aivmx_speakers(path))
+    return found
 
 
 def _speaker_files(folder: Path) -> SpeakerFiles:
     for name in SPEAKER_FILES:
         _require_file(folder / name)
     config = parse_speaker_config(folder / "config.json", speaker_name=folder.name)
-    return SpeakerFiles(name=folder.name, folder=folder, config=config)
+    durations = folder / "duration_predictor.onnx"
+    return SpeakerFiles(
+        name=folder.name,
+        config=config,
+        synthesizer=folder / "synthesizer.onnx",
+        style_vectors=folder / "style_vectors.npy",
+        duration_predictor=durations if durations.is_file() else None,
+    )
+
+
+def _aivmx_speakers(path: Path) -> list[SpeakerFiles]:
+    """A voice per speaker of an AIVMX file: styles and ids from its manifest, the rest of its
+    config from its hyper-parameters."""
+    aivmx = read_aivmx(path)
+    config = _parse_config(path, aivmx.hyper_parameters, speaker_name="")
+    return [
+        SpeakerFiles(
+            name=voice.name,
+            config=replace(config, speaker_id=voice.speaker_id, styles=voice.styles),
+            synthesizer=path,
+            style_vectors=path,
+            duration_predictor=None,
+            aivm=voice,
+            embedded_style_vectors=aivmx.style_vectors,
+        )
+        for voice in aivmx.voices
+    ]
 
 
 def parse_speaker_config(path: Path, speaker_name: str) -> SpeakerConfig:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise BundleError(str(path), f"not a valid SBV2 config ({_describe(err)})") from err
+    return _parse_config(path, raw, speaker_name)
+
+
+def _parse_config(path: Path, raw: Any, speaker_name: str) -> SpeakerConfig:
+    """An SBV2 config (``raw``, read from ``path``) in the engine's terms."""
+    try:
         data = raw["data"]
         styles = {str(name): int(row) for name, row in data["style2id"].items()}
         config = SpeakerConfig(

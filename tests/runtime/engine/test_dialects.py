@@ -180,3 +180,91 @@ def test_an_unknown_extra_output_fails_at_load(tiny_bundle: Path, tmp_path: Path
     )
     with pytest.raises(BundleError, match=r"unknown output 'timings'"):
         Engine(bundle, device="cpu", threads=1)
+
+
+# -- AivisHub's AIVMX files: a folder of them, the language model of a bundle beside it ---------
+def aivmx_folder(tiny_bundle: Path, root: Path) -> Path:
+    """``root/voices`` holds the AIVMX file alone; ``root/official`` is a bundle beside it."""
+    shutil.copytree(tiny_bundle, root / "official")
+    (root / "voices").mkdir()
+    shutil.copyfile(DIALECTS / f"{SPEAKER}.aivmx", root / "voices" / f"{SPEAKER}.aivmx")
+    return root / "voices"
+
+
+def test_a_folder_of_aivmx_files_speaks_with_the_manifests_names(
+    ours: Engine, tiny_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(DecodeSpeed, "first_piece", lambda self, frames, ctx, least, *_: least)
+    folder = aivmx_folder(tiny_bundle, tmp_path)
+    engine = Engine(folder, device="cpu", threads=1)
+    try:
+        # AivisSpeech's names: the neutral style is ノーマル; the others keep theirs.
+        assert engine.voices == {SPEAKER: ["ノーマル", "Happy", "Sad"]}
+        assert engine.bundle.language_root == tmp_path / "official"
+        about = engine.bundle.speakers[SPEAKER].aivm
+        assert about is not None and about.license == "CC0-1.0"
+        assert about.description.startswith("Random weights")
+        for theirs, style in (("ノーマル", "Neutral"), ("Sad", "Sad")):
+            expected = _speak(ours, f"{SPEAKER}/{style}")
+            got = _speak(engine, f"{SPEAKER}/{theirs}")
+            assert [c.pcm.size for c in got] == [c.pcm.size for c in expected]
+            assert [c.pause_before_s for c in got] == [c.pause_before_s for c in expected]
+            for a, b in zip(expected, got, strict=True):
+                assert np.abs(a.pcm.astype(np.int32) - b.pcm.astype(np.int32)).max() <= 1
+    finally:
+        engine.close()
+
+
+def test_aivmx_voices_without_a_language_model_anywhere_fail_at_load(tmp_path: Path) -> None:
+    (tmp_path / "voices").mkdir()
+    shutil.copyfile(DIALECTS / f"{SPEAKER}.aivmx", tmp_path / "voices" / f"{SPEAKER}.aivmx")
+    with pytest.raises(BundleError, match="no language model"):
+        Engine(tmp_path / "voices", device="cpu", threads=1)
+
+
+def test_a_named_language_model_serves_aivmx_voices(tiny_bundle: Path, tmp_path: Path) -> None:
+    (tmp_path / "voices").mkdir()
+    shutil.copyfile(DIALECTS / f"{SPEAKER}.aivmx", tmp_path / "voices" / f"{SPEAKER}.aivmx")
+    engine = Engine(tmp_path / "voices", device="cpu", threads=1, language_model=tiny_bundle)
+    try:
+        assert engine.synthesize("はい。", QUIET).audio.size > 0
+    finally:
+        engine.close()
+
+
+def _with_metadata(source: Path, target: Path, key: str, value: str) -> None:
+    """``source`` with its metadata entry ``key`` set to ``value``."""
+    model_fields, _ = wire.model_graph(memoryview(source.read_bytes()))
+    out = wire.Chunks()
+    for item in model_fields:
+        if item.number == wire.MODEL_METADATA_PROPS:
+            entry = {
+                p.number: wire.as_text(p.value) for p in wire.fields(wire.as_message(item.value))
+            }
+            if entry.get(wire.ENTRY_KEY) == key:
+                body = wire.text_field(wire.ENTRY_KEY, key) + wire.text_field(
+                    wire.ENTRY_VALUE, value
+                )
+                out.add(wire.bytes_field(wire.MODEL_METADATA_PROPS, body))
+                continue
+        out.add(item.raw)
+    target.write_bytes(b"".join(out.parts))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("aivm_manifest", "{not json", r"tiny-a\.aivmx: aivm_manifest is not valid JSON"),
+        ("aivm_manifest", '{"speakers": [{"name": "x"}]}', "aivm_manifest has no valid speakers"),
+        ("aivm_style_vectors", "***", "aivm_style_vectors is not base64"),
+        ("aivm_hyper_parameters", '{"data": {}}', "not a valid SBV2 config"),
+    ],
+)
+def test_aivmx_metadata_that_does_not_parse_fails_at_load(
+    tiny_bundle: Path, tmp_path: Path, key: str, value: str, message: str
+) -> None:
+    folder = aivmx_folder(tiny_bundle, tmp_path)
+    _with_metadata(DIALECTS / f"{SPEAKER}.aivmx", folder / f"{SPEAKER}.aivmx", key, value)
+    with pytest.raises(BundleError, match=message) as caught:
+        Engine(folder, device="cpu", threads=1)
+    assert "\n" not in str(caught.value)

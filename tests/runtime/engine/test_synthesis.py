@@ -180,7 +180,7 @@ def _pauses_from_duration_graph(engine: Engine, sentences: list[str]) -> list[fl
     frontend = Frontend()
     whole = frontend.analyse("".join(sentences))
     voice_name, style = engine.default_voice.split("/")
-    voice_dir = engine.bundle.speakers[voice_name].folder
+    voice_dir = engine.bundle.speakers[voice_name].synthesizer.parent
     session = ort.InferenceSession(str(voice_dir / "duration_predictor.onnx"))
     # The engine reuses the sentences' BERT rows for the whole text (no second BERT run): so
     # here, batched as the engine batches them (the first sentence alone, then the rest).

@@ -112,10 +112,12 @@ class Engine:
         threads: int | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
         graph_cache: Path | None = None,
+        language_model: Path | None = None,
     ) -> None:
         """``graph_cache``: the folder for graphs prepared for this CPU (onnx/sessions.py; None:
-        ``graph_cache.default_cache_dir()``)."""
-        self.bundle = Bundle.open(bundle_root)
+        ``graph_cache.default_cache_dir()``). ``language_model``: a bundle whose BERT serves
+        voices that come without one (a folder of AIVMX files; bundle.py)."""
+        self.bundle = Bundle.open(bundle_root, language_model)
         self.device = resolve_device(device)
         self.max_chars = max_chars
         self._sessions = SessionFactory(device=self.device, threads=threads, cache_dir=graph_cache)

@@ -9,6 +9,7 @@ graphs, their contracts (onnx/contract.py) rename and reshape the feeds: one pat
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 from dataclasses import dataclass
@@ -253,8 +254,9 @@ def _run_bound(
 
 def _load_style_vectors(files: SpeakerFiles) -> NDArray[np.float32]:
     path = files.style_vectors
+    source = io.BytesIO(files.embedded_style_vectors) if files.embedded_style_vectors else path
     try:
-        vectors = np.load(path, allow_pickle=False)
+        vectors = np.load(source, allow_pickle=False)
     except (OSError, ValueError) as err:
         raise BundleError(str(path), f"not a readable .npy array ({err})") from err
     styles = files.config.styles

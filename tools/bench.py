@@ -21,7 +21,9 @@ results.png.
 
 ``--peer``: ``hayakoe`` (hayakoe 1.3.1 from .venv-peer, built by tools/peer/make_venv.sh when
 missing), ``published`` (Yomiage with its graph cache off: the graphs as published), ``self``
-(Yomiage against itself: the ratios show this machine's noise), or ``none``.
+(Yomiage against itself: the ratios show this machine's noise), ``dialects`` (Yomiage on the
+same voice as hayakoe's current exporter and as an AIVMX file write it, tools/make_dialects.py:
+every dialect at the speed of our own export), or ``none``.
 ``--quick``: the tiny bundle, two texts, one repetition: a smoke test of the harness itself.
 """
 
@@ -97,6 +99,7 @@ class Config:
     impl: str  # bench_worker --impl
     python: Path
     env: dict[str, str] = field(default_factory=dict)
+    view: tuple[Path, str] | None = None  # its own bundle and voice, else the plan's
 
 
 @dataclass(frozen=True)
@@ -119,8 +122,9 @@ class Worker:
         """``cap``: the process starts inside that CPU cap (tools/pi_bench.py)."""
         self.config = config
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **config.env}
+        bundle, voice = config.view or (plan.bundle, plan.voice)
         command = [str(config.python), "-m", "tools.bench_worker", "--impl", config.impl]
-        command += ["--bundle", str(plan.bundle), "--voice", plan.voice]
+        command += ["--bundle", str(bundle), "--voice", voice]
         if cap is not None:
             command = cap.wrap(command)
         self.log = (plan.out / f"{config.name}.log").open("a", encoding="utf-8")
@@ -561,11 +565,13 @@ def _colours(count: int) -> list[str]:
 
 
 # -- setting up -------------------------------------------------------------------------------
-def one_speaker_view(bundle: Path, folder: Path) -> tuple[Path, str]:
+def one_speaker_view(bundle: Path, folder: Path, language: Path | None = None) -> tuple[Path, str]:
     """A bundle of links holding the first speaker only, and its first voice (speaker/style).
+    ``language``: the bundle whose BERT it links (default: ``bundle``).
 
     Both engines load every speaker they find; the measured configuration is one speaker.
     """
+    language = language or bundle
     speakers = sorted(p for p in (bundle / "onnx" / "speakers").iterdir() if p.is_dir())
     if not speakers:
         raise BenchError(f"{bundle}: no speaker folders under onnx/speakers")
@@ -574,8 +580,8 @@ def one_speaker_view(bundle: Path, folder: Path) -> tuple[Path, str]:
     style = min(config["data"]["style2id"].items(), key=lambda item: item[1])[0]
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "onnx" / "speakers").mkdir(parents=True)
-    (folder / "bert").symlink_to((bundle / "bert").resolve())
-    (folder / "onnx" / "bert").symlink_to((bundle / "onnx" / "bert").resolve())
+    (folder / "bert").symlink_to((language / "bert").resolve())
+    (folder / "onnx" / "bert").symlink_to((language / "onnx" / "bert").resolve())
     (folder / "onnx" / "speakers" / speaker.name).symlink_to(speaker.resolve())
     return folder, f"{speaker.name}/{style}"
 
@@ -597,8 +603,43 @@ def _built(preset: str, folder: Path) -> Path:
     return ensure_bundle(preset, folder)
 
 
-def configs_for(peer: str, cache: Path, threads: int | None = None) -> list[Config]:
-    """``threads``: Yomiage's threads per run (None: the engine reads them from the box)."""
+def dialect_views(source: Path, out: Path) -> list[tuple[str, tuple[Path, str]]]:
+    """One-speaker views of the source bundle's first speaker as the other exporters write it
+    (built by tools/make_dialects.py beside the bundle when missing), each with its voice."""
+    from yomiage_engine.aivm import read_aivmx
+
+    from tools.make_dialects import DEFAULT_OUT
+
+    preset = "tiny" if source == TINY_BUNDLE else "full"
+    folder = REPO / DEFAULT_OUT[preset]
+    if not (folder / "hayakoe").is_dir():
+        from tools.make_dialects import build_dialects  # torch: only when they must be built
+
+        _progress(f"building {folder} (the first speaker in other exporters' forms)")
+        build_dialects(folder, preset)
+    hayakoe = one_speaker_view(folder / "hayakoe", out / "bundle-hayakoe", language=source)
+    (voice_file,) = folder.glob("*.aivmx")
+    aivmx = out / "bundle-aivmx"
+    shutil.rmtree(aivmx, ignore_errors=True)
+    (aivmx / "onnx").mkdir(parents=True)
+    (aivmx / "bert").symlink_to((source / "bert").resolve())
+    (aivmx / "onnx" / "bert").symlink_to((source / "onnx" / "bert").resolve())
+    (aivmx / voice_file.name).symlink_to(voice_file.resolve())
+    first = read_aivmx(voice_file).voices[0]
+    return [
+        ("hayakoe-form", hayakoe),
+        ("aivmx", (aivmx, f"{first.name}/{next(iter(first.styles))}")),
+    ]
+
+
+def configs_for(
+    peer: str,
+    cache: Path,
+    threads: int | None = None,
+    views: Sequence[tuple[str, tuple[Path, str]]] = (),
+) -> list[Config]:
+    """``threads``: Yomiage's threads per run (None: the engine reads them from the box);
+    ``views``: for ``dialects``, the bundles of the other exporters' forms (dialect_views)."""
     env = {"YOMIAGE_CACHE_DIR": str(cache)}
     if threads is not None:
         env[THREADS_VARIABLE] = str(threads)
@@ -607,6 +648,14 @@ def configs_for(peer: str, cache: Path, threads: int | None = None) -> list[Conf
         return [ours]
     if peer == "hayakoe":
         return [ours, Config("hayakoe", "hayakoe", _peer_python())]
+    if peer == "dialects":
+        return [
+            ours,
+            *(
+                Config(f"yomiage-{name}", "yomiage", OURS_PYTHON, dict(env), view)
+                for name, view in views
+            ),
+        ]
     if peer == "published":
         env = {"YOMIAGE_CACHE_DIR": str(cache), "YOMIAGE_GRAPH_CACHE": "0"}
         return [ours, Config("yomiage-published", "yomiage", OURS_PYTHON, env)]
@@ -626,7 +675,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--peer", choices=["hayakoe", "published", "self", "none"], default="none")
+    parser.add_argument(
+        "--peer", choices=["hayakoe", "published", "self", "dialects", "none"], default="none"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny bundle, 2 texts, 1 rep")
     parser.add_argument("--out", type=Path, default=REPO / "bench-out")
     parser.add_argument("--bundle", type=Path, help="bundle to use instead of the preset's")
@@ -657,11 +708,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         during_moments=QUICK_DURING_MOMENTS if args.quick else DURING_MOMENTS,
     )
     try:
-        results = run(configs_for(args.peer, cache), plan)
+        views = dialect_views(source, out) if args.peer == "dialects" else []
+        results = run(configs_for(args.peer, cache, views=views), plan)
     except BenchError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    peer_name = None if args.peer == "none" else list(results["configs"])[1]
+    # Targets are ratios to another engine; the dialects are compared line by line.
+    peer_name = None if args.peer in ("none", "dialects") else list(results["configs"])[1]
     report = markdown(results, peer_name)
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     (out / "results.md").write_text(report, encoding="utf-8")

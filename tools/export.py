@@ -96,10 +96,10 @@ class SynthesizerGraph(torch.nn.Module):
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         named = dict(zip(self.form.inputs, inputs, strict=True))
-        audio, frames = getattr(self, self.form.wrapper)(
-            *(named[name] for name in SYNTHESIZER_INPUTS)
+        model = getattr(self, self.form.wrapper)
+        return model(
+            *(named[name] for name in SYNTHESIZER_INPUTS), with_frames=self.form.with_durations
         )
-        return (audio, frames) if self.form.with_durations else audio
 
 
 class DurationGraph(torch.nn.Module):

@@ -128,31 +128,18 @@ class SynthesizerTrn(nn.Module):
         length_scale: Scalar = 1.0,
         noise_scale_w: Scalar = 0.8,
         sdp_ratio: Scalar = 0.0,
-    ) -> torch.Tensor:
-        """Audio [B, 1, S] in [-1, 1]; ``length_scale`` multiplies durations (> 1 is slower)."""
+        with_frames: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Audio [B, 1, S] in [-1, 1]; ``length_scale`` multiplies durations (> 1 is slower).
+        ``with_frames``: (audio, frames per phone [B, T]), as hayakoe's current exporter gives."""
         text = self.encode(x, x_lengths, sid, tone, language, bert, style_vec)
         frames = self.frames(text, length_scale, sdp_ratio, noise_scale_w)
-        return self.decode(text, frames, noise_scale)
+        audio = self.decode(text, frames, noise_scale)
+        return (audio, frames.squeeze(1)) if with_frames else audio
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        x_lengths: torch.Tensor,
-        sid: torch.Tensor,
-        tone: torch.Tensor,
-        language: torch.Tensor,
-        bert: torch.Tensor,
-        style_vec: torch.Tensor,
-        noise_scale: Scalar,
-        length_scale: Scalar,
-        noise_scale_w: Scalar,
-        sdp_ratio: Scalar,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``infer``, also giving the frames per phone [B, T]: what an exporter traces through
-        the module's call, so that its nodes sit in the scope of the attribute holding it."""
-        text = self.encode(x, x_lengths, sid, tone, language, bert, style_vec)
-        frames = self.frames(text, length_scale, sdp_ratio, noise_scale_w)
-        return self.decode(text, frames, noise_scale), frames.squeeze(1)
+    # An exporter traces the module's call: its nodes then sit in the scope of the attribute
+    # that holds it (``/net_g/dec/...`` for hayakoe's wrapper).
+    forward = infer
 
     def predict_durations(
         self,

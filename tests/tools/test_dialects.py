@@ -58,10 +58,7 @@ def test_each_form_is_the_reference_model(
     for relative, form in ((HAYAKOE_SYNTHESIZER, "hayakoe"), (AIVMX, "aivmx")):
         feeds = _feeds(form, rebuilt / relative)
         ours_names = {FORMS[form].renamed.get(n, n): n for n in FORMS[form].inputs}
-        named = {
-            ours_names[k]: torch.from_numpy(v).reshape(-1 if v.ndim == 0 else v.shape)
-            for k, v in feeds.items()
-        }
+        named = {ours_names[k]: torch.from_numpy(v) for k, v in feeds.items()}
         with torch.no_grad():
             audio, frames = model.infer(**named, with_frames=True)
         outputs = session(rebuilt / relative).run(None, feeds)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from unittest.mock import patch
@@ -155,6 +156,7 @@ async def test_errors_are_translated_in_english_and_japanese() -> None:
         "missing_file",
         "broken_graph",
         "no_voices",
+        "no_language_model",
         "bundle_invalid",
         "unknown",
     }
@@ -166,6 +168,23 @@ async def test_errors_are_translated_in_english_and_japanese() -> None:
         steps = [*strings["config"]["step"].values(), strings["options"]["step"]["init"]]
         for step in (step for step in steps if "data" in step):
             assert step["data_description"].keys() == step["data"].keys(), (name, step["title"])
+
+
+def _texts(value: object) -> list[str]:
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _texts(item)]
+    return [value] if isinstance(value, str) else []
+
+
+def test_strings_hold_no_markup_hassfest_rejects() -> None:
+    """hassfest refuses text that reads as HTML (``<[a-z].*?>``, as in ``<name>``); the
+    translations are held to the same rule, with any letters between the brackets."""
+    folder = Path(__file__).resolve().parents[3] / "custom_components" / DOMAIN
+    for name in ("strings.json", "translations/en.json", "translations/ja.json"):
+        strings = json.loads((folder / name).read_text(encoding="utf-8"))
+        for text in _texts(strings):
+            assert not re.search(r"<[a-z].*?>", text), (name, text)
+            assert not re.search(r"<[^\s<>]+>", text), (name, text)
 
 
 async def test_options_flow_changes_defaults_and_reloads(

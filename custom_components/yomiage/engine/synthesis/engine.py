@@ -32,6 +32,7 @@ from ..audio.loudness import Leveller
 from ..audio.pcm import silence, to_pcm16
 from ..bundle import Bundle
 from ..errors import InvalidTextError, UnknownVoiceError, YomiageError
+from ..onnx.cores import usable_cores
 from ..onnx.sessions import SessionFactory, resolve_device
 from ..text.frontend import Frontend, PhoneSequence
 from .bert import BertFeaturizer
@@ -120,7 +121,11 @@ class Engine:
         self.bundle = Bundle.open(bundle_root, language_model)
         self.device = resolve_device(device)
         self.max_chars = max_chars
-        self._sessions = SessionFactory(device=self.device, threads=threads, cache_dir=graph_cache)
+        # Threads decided now, once: reading the box's CPU quota is file I/O, which must not
+        # happen where Home Assistant asks (diagnostics run in its event loop).
+        self._sessions = SessionFactory(
+            device=self.device, threads=threads or usable_cores(), cache_dir=graph_cache
+        )
         self._frontend = Frontend()
         bert_graph, bert_sessions = self._bert_graph()
         self._bert = BertFeaturizer(bert_graph, self.bundle.tokenizer_dir, bert_sessions)

@@ -1,11 +1,12 @@
 """Export an SBV2 JP-Extra model folder to the speaker part of a Yomiage bundle.
 
-    python -m tools.export MODEL_DIR --out BUNDLE_DIR [--name SPEAKER] [--checkpoint FILE]
-                           [--form yomiage|hayakoe|sbv2|aivmx]
+    python -m tools.export MODEL_DIR|FILE.aivm --out BUNDLE_DIR [--name SPEAKER]
+                           [--checkpoint FILE] [--form yomiage|hayakoe|sbv2|aivmx]
 
 MODEL_DIR holds SBV2's ``config.json``, one checkpoint (``*.safetensors``, or ``*.pth``) and
-``style_vectors.npy``. Written: ``BUNDLE_DIR/onnx/speakers/<name>/{config.json, style_vectors.npy,
-synthesizer.onnx, duration_predictor.onnx}``; the graph contracts are in docs/ARCHITECTURE.md.
+``style_vectors.npy``; an ``.aivm`` file (AivisHub) holds all three. Written:
+``BUNDLE_DIR/onnx/speakers/<name>/{config.json, style_vectors.npy, synthesizer.onnx,
+duration_predictor.onnx}``; the graph contracts are in docs/ARCHITECTURE.md.
 
 ``--form`` writes the graphs as another exporter does, so that the engine is tested on every
 dialect users bring (docs/VOICES.md): ``hayakoe`` (its current exporter: the model wrapped as
@@ -224,7 +225,17 @@ class ModelFolder:
     style_vectors: Path
 
     @classmethod
-    def find(cls, folder: Path, checkpoint: Path | None = None) -> ModelFolder:
+    def find(cls, folder: Path, checkpoint: Path | None, scratch: Path) -> ModelFolder:
+        """The files of a model folder, or of an .aivm file (its config and style vectors
+        unpacked into ``scratch``; the file itself is the checkpoint)."""
+        if folder.suffix == ".aivm" and folder.is_file():
+            from .aivm import AivmFileError, unpack_aivm  # aivmlib: for .aivm files only
+
+            try:
+                config, style_vectors = unpack_aivm(folder, scratch)
+            except AivmFileError as err:
+                raise ModelFileError(folder, str(err).partition(": ")[2]) from None
+            return cls(config=config, checkpoint=folder, style_vectors=style_vectors)
         if not folder.is_dir():
             raise ModelFileError(folder, "model folder does not exist")
         return cls(
@@ -275,16 +286,24 @@ def export_speaker(
     form: str = "yomiage",
 ) -> Path:
     """Write ``<bundle_root>/onnx/speakers/<name>/`` in exporter ``form`` (``FORMS``); returns
-    that folder (for ``aivmx``: the file ``<bundle_root>/<name>.aivmx``)."""
+    that folder (for ``aivmx``: the file ``<bundle_root>/<name>.aivmx``). ``model_dir``: an
+    SBV2 model folder, or an .aivm file (AivisHub's checkpoint with its metadata)."""
     model_dir = Path(model_dir)
-    files = ModelFolder.find(model_dir, Path(checkpoint) if checkpoint else None)
+    with tempfile.TemporaryDirectory(prefix="model-") as scratch:
+        files = ModelFolder.find(model_dir, Path(checkpoint) if checkpoint else None, Path(scratch))
+        name = name or (model_dir.stem if model_dir.is_file() else model_dir.resolve().name)
+        return _export_files(files, Path(bundle_root), name, progress, form)
+
+
+def _export_files(
+    files: ModelFolder, bundle_root: Path, name: str, progress: bool, form: str
+) -> Path:
     config = load_config(files.config)
     style_vectors = load_style_vectors(files.style_vectors, config)
     model = load_model(config, files.checkpoint)  # every input is checked before writing
-    name = name or model_dir.resolve().name
     if form == "aivmx":
-        return _export_aivmx(model, files, Path(bundle_root), name)
-    out = Path(bundle_root) / SPEAKERS_DIR / name
+        return _export_aivmx(model, files, bundle_root, name)
+    out = bundle_root / SPEAKERS_DIR / name
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(files.config, out / "config.json")
     np.save(out / "style_vectors.npy", style_vectors)
@@ -334,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("model_dir", type=Path, help="SBV2 model folder")
+    parser.add_argument("model_dir", type=Path, help="SBV2 model folder, or an .aivm file")
     parser.add_argument("--out", type=Path, required=True, help="bundle root to write into")
     parser.add_argument("--name", help="speaker folder name (default: the model folder's name)")
     parser.add_argument("--checkpoint", type=Path, help="checkpoint file when there are several")

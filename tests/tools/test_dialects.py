@@ -3,6 +3,7 @@ that compute what they compute, in the form each exporter writes, from the refer
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import aivmlib
@@ -12,8 +13,9 @@ import pytest
 import torch
 from conftest import REPO_ROOT, TINY_SEED, session
 
+from tools.aivm import HYPER_PARAMETERS, write_aivm
 from tools.bert_export import BERT_HIDDEN
-from tools.export import FORMS, SCALAR_INPUTS, example_inputs
+from tools.export import FORMS, SCALAR_INPUTS, example_inputs, export_speaker, main
 from tools.make_dialects import DEFAULT_OUT, build_dialects
 from tools.random_voice import RandomVoice
 
@@ -81,3 +83,51 @@ def test_the_aivmx_metadata_is_what_aivmlib_reads(rebuilt: Path) -> None:
     assert [style.name for style in speaker.styles] == ["ノーマル", "Happy", "Sad"]
     assert metadata.manifest.license == "CC0-1.0"
     assert metadata.style_vectors is not None
+
+
+def test_an_aivm_file_exports_as_its_model_folder(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """AivisHub's .aivm (the checkpoint with the AIVM metadata in its safetensors header) is a
+    model folder in one file: the same graphs, its styles under the manifest's names."""
+    aivm = write_aivm(
+        tiny_model_dir / f"{tiny_model_dir.name}.safetensors",
+        tiny_model_dir / "config.json",
+        tiny_model_dir / "style_vectors.npy",
+        "tiny-a",
+        tmp_path / "tiny-a.aivm",
+    )
+    # aivmlib's schema drops the tiny preset's three sizes SBV2 configs do not hold (bert_dim,
+    # dp_filter_channels, n_layers_trans_flow; a real voice has SBV2's fixed ones): put them back.
+    model = json.loads((tiny_model_dir / "config.json").read_text(encoding="utf-8"))["model"]
+    _update_hyper_parameters(aivm, model)
+    from_aivm = export_speaker(aivm, tmp_path / "from-aivm", progress=False)
+    from_folder = export_speaker(tiny_model_dir, tmp_path / "from-folder", progress=False)
+    assert from_aivm.name == "tiny-a"
+    config = json.loads((from_aivm / "config.json").read_text(encoding="utf-8"))
+    assert list(config["data"]["style2id"]) == ["ノーマル", "Happy", "Sad"]
+    np.testing.assert_array_equal(
+        np.load(from_aivm / "style_vectors.npy"), np.load(from_folder / "style_vectors.npy")
+    )
+    feeds = _feeds("yomiage", from_folder / "synthesizer.onnx")
+    (ours,) = session(from_aivm / "synthesizer.onnx").run(None, feeds)
+    (theirs,) = session(from_folder / "synthesizer.onnx").run(None, feeds)
+    np.testing.assert_array_equal(ours, theirs)
+
+    broken = tmp_path / "broken.aivm"
+    broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
+    assert main([str(broken), "--out", str(tmp_path / "nowhere")]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "broken.aivm" in line and "not a readable AIVM file" in line
+
+
+def _update_hyper_parameters(aivm: Path, model: dict[str, object]) -> None:
+    """Add the ``model`` keys an .aivm's hyper-parameters lack (in its safetensors header)."""
+    data = aivm.read_bytes()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + size])
+    hyper_parameters = json.loads(header["__metadata__"][HYPER_PARAMETERS])
+    hyper_parameters["model"] = {**model, **hyper_parameters["model"]}
+    header["__metadata__"][HYPER_PARAMETERS] = json.dumps(hyper_parameters)
+    encoded = json.dumps(header).encode()
+    aivm.write_bytes(len(encoded).to_bytes(8, "little") + encoded + data[8 + size :])

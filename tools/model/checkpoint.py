@@ -35,11 +35,11 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     path = Path(path)
     if not path.is_file():
         raise ModelFileError(path, "file is missing")
-    if path.suffix == ".safetensors":
+    if path.suffix in (".safetensors", ".aivm"):  # an .aivm is a safetensors file
         return _read_safetensors(path)
     if path.suffix in (".pth", ".pt"):
         return _read_torch(path)
-    raise ModelFileError(path, "unknown checkpoint format (expected .safetensors or .pth)")
+    raise ModelFileError(path, "unknown checkpoint format (expected .safetensors, .aivm or .pth)")
 
 
 def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:

@@ -429,6 +429,15 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="speaker/style for requests that name no voice ('default': the bundle's first)",
     )
     add_synthesis_flags(parser, "requests that do not set it")
+    parser.add_argument(
+        "--zeroconf",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="NAME",
+        help="announce the server on the local network, as NAME (default: yomiage-<host>), so "
+        "that Home Assistant finds it (TCP only)",
+    )
     parser.add_argument("--debug", action="store_true", help="log every request")
 
 
@@ -438,28 +447,43 @@ def serve_command(args: argparse.Namespace) -> int:
         level=logging.DEBUG if args.debug else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    _parse_uri(args.uri)  # a bad URI fails before minutes of model loading
+    scheme, *_ = _parse_uri(args.uri)  # a bad URI fails before minutes of model loading
+    if args.zeroconf is not None and scheme != "tcp":
+        raise YomiageError("--zeroconf announces a TCP server: give a tcp:// --uri")
     engine = engine_from(args)
     try:
         engine.load_all()  # the first request should not pay for session creation
         voice = None if args.voice == "default" else args.voice
         server = WyomingTtsServer(engine, voice=voice, options=synthesis_options(args, None))
-        asyncio.run(_serve_until_signalled(server, args.uri))
+        asyncio.run(_serve_until_signalled(server, args.uri, args.zeroconf))
     finally:
         engine.close()
     return 0
 
 
-async def _serve_until_signalled(server: WyomingTtsServer, uri: str) -> None:
+async def _serve_until_signalled(
+    server: WyomingTtsServer, uri: str, zeroconf_name: str | None
+) -> None:
+    """``zeroconf_name``: announce the server under it ("" for the default; None: not)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     await server.start(uri)
+    announcement = None
+    if zeroconf_name is not None:
+        from .discovery import Announcement, default_name, outward_address, service_info
+
+        _, host, port, _ = _parse_uri(server.address)
+        address = outward_address() if host in ("0.0.0.0", "") else host
+        announcement = Announcement(service_info(zeroconf_name or default_name(), address, port))
+        await announcement.start()
     try:
         await stop.wait()
     finally:
         _LOGGER.info("stopping")
+        if announcement is not None:
+            await announcement.stop()
         await server.stop()
 
 

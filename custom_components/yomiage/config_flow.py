@@ -32,6 +32,7 @@ from homeassistant.helpers.selector import (
     TextSelectorConfig,
     TextSelectorType,
 )
+from homeassistant.helpers.service_info.zeroconf import ZeroconfServiceInfo
 
 from .bundle_check import BundleCheckError, BundleSummary, probe_bundle, resolve_bundle_path
 from .const import (
@@ -68,6 +69,7 @@ from .engine.hub.download import (
     fetch_bundle,
     list_offer,
 )
+from .engine.wyoming_contract import ZEROCONF_MARK
 from .entry_options import runtime_settings, synthesis_defaults, voice_choices
 from .hub import download_folder
 from .local_engine import (
@@ -103,6 +105,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self._download: asyncio.Task[BundleSummary] | None = None
         self._download_error: FetchError | BundleCheckError | None = None
         self._summary: BundleSummary | None = None
+        self._discovered: tuple[str, int, str] | None = None  # host, port, default voice
         self._reported_progress = 0.0
         self._engine_ready = False
         self._install: asyncio.Task[None] | None = None
@@ -191,11 +194,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
                 errors["base"] = err.translation_key
                 placeholders.update(address=f"{host}:{port}", message=str(err))
             else:
-                return self.async_create_entry(
-                    title=f"Yomiage {host}",
-                    data={CONF_SOURCE: SOURCE_WYOMING, CONF_HOST: host, CONF_PORT: port},
-                    options={CONF_VOICE: server.default_voice},
-                )
+                return self._create_server_entry(host, port, server.default_voice)
         schema = vol.Schema(
             {
                 vol.Required(CONF_HOST): TextSelector(),
@@ -209,6 +208,50 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
             data_schema=self.add_suggested_values_to_schema(schema, user_input or {}),
             errors=errors,
             description_placeholders=placeholders,
+        )
+
+    def _create_server_entry(self, host: str, port: int, default_voice: str) -> ConfigFlowResult:
+        return self.async_create_entry(
+            title=f"Yomiage {host}",
+            data={CONF_SOURCE: SOURCE_WYOMING, CONF_HOST: host, CONF_PORT: port},
+            options={CONF_VOICE: default_voice},
+        )
+
+    async def async_step_zeroconf(self, discovery_info: ZeroconfServiceInfo) -> ConfigFlowResult:
+        """A Wyoming server announced on the network; taken where it says it is Yomiage's
+        (``yomiage serve --zeroconf``), then confirmed by the user: no address to type."""
+        if ZEROCONF_MARK not in discovery_info.properties:
+            return self.async_abort(reason="not_yomiage_server")
+        host, port = discovery_info.host, discovery_info.port
+        if port is None:
+            return self.async_abort(reason="not_yomiage_server")
+        await self.async_set_unique_id(f"tcp://{host}:{port}")
+        self._abort_if_unique_id_configured()
+        try:
+            server = await WyomingBackend.async_connect(host, port)
+        except YomiageError as err:
+            return self.async_abort(
+                reason="server_unreachable",
+                description_placeholders={"address": f"{host}:{port}", "message": str(err)},
+            )
+        name = discovery_info.name.removesuffix(f".{discovery_info.type}")
+        self._discovered = (host, port, server.default_voice)
+        self.context["title_placeholders"] = {"name": name}
+        return await self.async_step_zeroconf_confirm()
+
+    async def async_step_zeroconf_confirm(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        assert self._discovered is not None
+        host, port, default_voice = self._discovered
+        if user_input is not None:
+            return self._create_server_entry(host, port, default_voice)
+        return self.async_show_form(
+            step_id="zeroconf_confirm",
+            description_placeholders={
+                **self.context["title_placeholders"],
+                "address": f"{host}:{port}",
+            },
         )
 
     # -- a folder on disk ------------------------------------------------------------------------

@@ -13,6 +13,12 @@ clients send none and get the server's settings.
 from __future__ import annotations
 
 PROGRAM = "yomiage"  # the tts program a Yomiage server describes itself as
+# How a Yomiage server announces itself on the network (zeroconf): a Wyoming service, as
+# wyoming-piper's, with a TXT property that Home Assistant's own wyoming integration ignores and
+# Yomiage's config flow matches (its value: the protocol's version below).
+ZEROCONF_TYPE = "_wyoming._tcp.local."
+ZEROCONF_MARK = "yomiage"
+ZEROCONF_MARK_VERSION = "1"
 LANGUAGE = "ja"
 SYNTHESIZE = "synthesize"
 SYNTHESIZE_START = "synthesize-start"

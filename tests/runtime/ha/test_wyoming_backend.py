@@ -20,6 +20,8 @@ import time
 import wave
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from fnmatch import fnmatch
+from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers.service_info.zeroconf import ZeroconfServiceInfo
 from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 from pytest_homeassistant_custom_component.components.diagnostics import (
@@ -54,8 +57,10 @@ from custom_components.yomiage.const import (
     SOURCE_WYOMING,
     SYNTHESIS_NUMBERS,
 )
+from custom_components.yomiage.engine.wyoming_contract import ZEROCONF_TYPE
 from custom_components.yomiage.local_engine import NATIVE_REQUIREMENTS
 from custom_components.yomiage.tts import YomiageTTSEntity
+from yomiage.discovery import service_info
 
 from ..wav import read_wav
 from .common import HandFedMessage
@@ -557,3 +562,75 @@ async def test_diagnostics_of_a_server_entry(
     (request,) = report["recent_requests"]
     assert request["sentences"] == 2 and request["audio_s"] > 0
     assert "bundle_folder" not in diagnostics["entry"]
+
+
+# -- a server found on the network (yomiage serve --zeroconf) -------------------------------------
+def _discovered(name: str, port: int, properties: dict[str, str | None]) -> ZeroconfServiceInfo:
+    """What Home Assistant's zeroconf hands a flow for a Wyoming service ``name`` on this host."""
+    return ZeroconfServiceInfo(
+        ip_address=ip_address(HOST),
+        ip_addresses=[ip_address(HOST)],
+        port=port,
+        hostname="kitchen-pc.local.",
+        type=ZEROCONF_TYPE,
+        name=f"{name}.{ZEROCONF_TYPE}",
+        properties=properties,
+    )
+
+
+async def test_a_server_announced_on_the_network_is_set_up_without_an_address(
+    hass: HomeAssistant, installs: Installs, server_port: int
+) -> None:
+    announced = service_info("kitchen-pc", HOST, server_port)  # what `serve --zeroconf` sends
+    assert (announced.type, announced.port) == (ZEROCONF_TYPE, server_port)
+    discovery = _discovered("kitchen-pc", server_port, announced.decoded_properties)
+    assert await async_setup_component(hass, "http", {})
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_ZEROCONF}, data=discovery
+    )
+    assert (result["type"], result["step_id"]) == (FlowResultType.FORM, "zeroconf_confirm")
+    assert result["description_placeholders"] == {
+        "name": "kitchen-pc",
+        "address": f"{HOST}:{server_port}",
+    }
+    result = await hass.config_entries.flow.async_configure(result["flow_id"], {})
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert result["data"] == {CONF_SOURCE: SOURCE_WYOMING, CONF_HOST: HOST, CONF_PORT: server_port}
+    await hass.async_block_till_done()
+    assert result["result"].state is ConfigEntryState.LOADED
+    # Announced again (every restart of the server): already set up.
+    again = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_ZEROCONF}, data=discovery
+    )
+    assert (again["type"], again["reason"]) == (FlowResultType.ABORT, "already_configured")
+
+
+async def test_our_manifest_matches_what_the_server_announces_and_not_other_servers(
+    hass: HomeAssistant,
+) -> None:
+    """Home Assistant hands Yomiage's flow the Wyoming services whose properties match the
+    manifest's (fnmatch, as its zeroconf does); a plain Wyoming server goes to its own
+    integration alone, and a flow started for one anyway says why it stops."""
+    manifest = json.loads(
+        (
+            Path(__file__).resolve().parents[3] / "custom_components" / DOMAIN / "manifest.json"
+        ).read_text(encoding="utf-8")
+    )
+    (matcher,) = manifest["zeroconf"]
+    assert matcher["type"] == ZEROCONF_TYPE
+    announced = service_info("kitchen-pc", HOST, 10200).decoded_properties
+
+    def matches(properties: dict[str, str | None]) -> bool:
+        return all(
+            properties.get(key) is not None and fnmatch(str(properties[key]).lower(), pattern)
+            for key, pattern in matcher["properties"].items()
+        )
+
+    assert matches(announced)
+    assert not matches({})  # wyoming-piper and other servers announce no properties
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN,
+        context={"source": config_entries.SOURCE_ZEROCONF},
+        data=_discovered("piper", 10200, {}),
+    )
+    assert (result["type"], result["reason"]) == (FlowResultType.ABORT, "not_yomiage_server")

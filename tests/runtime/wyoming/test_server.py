@@ -17,7 +17,9 @@ from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeVoice
 from yomiage_engine.errors import InvalidOptionError, UnknownVoiceError
 from yomiage_engine.synthesis.engine import Engine
+from yomiage_engine.wyoming_contract import ZEROCONF_MARK, ZEROCONF_TYPE
 
+from yomiage.discovery import default_name, service_info
 from yomiage.wyoming_protocol import SAMPLES_PER_CHUNK
 from yomiage.wyoming_server import (
     WyomingTtsServer,
@@ -242,3 +244,23 @@ def test_a_missing_bundle_is_named_in_the_error(
     missing = tmp_path / "no-such-bundle"
     assert main(["--uri", "tcp://127.0.0.1:0", "--bundle", str(missing)]) == 2
     assert str(missing) in capsys.readouterr().err
+
+
+def test_zeroconf_announces_a_tcp_server_only(
+    tiny_bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--zeroconf`` with a Unix socket is refused before the voices load, in one line."""
+    uri = f"unix://{tmp_path / 'yomiage.sock'}"
+    assert main(["--uri", uri, "--bundle", str(tiny_bundle), "--zeroconf"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "--zeroconf announces a TCP server" in line
+
+
+def test_the_announcement_names_the_server_and_marks_it_as_yomiage() -> None:
+    """What Home Assistant's zeroconf sees (its flows are tested in tests/runtime/ha)."""
+    info = service_info("kitchen-pc", "192.0.2.7", 10200)
+    assert info.type == ZEROCONF_TYPE == "_wyoming._tcp.local."
+    assert info.name == "kitchen-pc._wyoming._tcp.local."
+    assert info.parsed_addresses() == ["192.0.2.7"] and info.port == 10200
+    assert info.decoded_properties == {ZEROCONF_MARK: "1"}
+    assert default_name().startswith("yomiage-")

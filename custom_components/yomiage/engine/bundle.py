@@ -92,7 +92,8 @@ class Bundle:
             raise BundleError(str(root), _not_a_folder(root))
         speakers: dict[str, SpeakerFiles] = {}
         for files in _discover_speakers(root):
-            speakers[_unique(files.name, speakers)] = files
+            name = _unique(files.name, speakers)
+            speakers[name] = replace(files, name=name)
         # A bundle with part of its own language model is incomplete: say which file is missing.
         has_own = (root / TOKENIZER_DIR).exists() or (root / BERT_Q8).parent.exists()
         language_root = (

@@ -268,3 +268,17 @@ def test_aivmx_metadata_that_does_not_parse_fails_at_load(
     with pytest.raises(BundleError, match=message) as caught:
         Engine(folder, device="cpu", threads=1)
     assert "\n" not in str(caught.value)
+
+
+def test_two_voice_files_with_one_speaker_name_give_two_voices(
+    tiny_bundle: Path, tmp_path: Path
+) -> None:
+    folder = aivmx_folder(tiny_bundle, tmp_path)
+    shutil.copyfile(DIALECTS / f"{SPEAKER}.aivmx", folder / "another.aivmx")
+    engine = Engine(folder, device="cpu", threads=1)
+    try:
+        assert list(engine.voices) == [SPEAKER, f"{SPEAKER} (2)"]
+        spoken = engine.synthesize("はい。", QUIET.with_changes(voice=f"{SPEAKER} (2)/Sad"))
+        assert spoken.audio.size > 0
+    finally:
+        engine.close()

@@ -77,27 +77,16 @@ def read_split(source: Path, audio: str) -> DecoderSplit | None:
     return split_decoder(wire.mapped(source), audio)
 
 
-@dataclass(frozen=True)
-class DurationsCut:
-    graph: Chunks  # the synthesizer's inputs it reads -> frames per phone [1, 1, phones]
-    inputs: frozenset[str]  # the graph inputs the cut still reads
-
-
-def cut_durations(model: memoryview) -> DurationsCut | None:
-    """The part of a synthesizer that computes the frames of each phone, up to its one Ceil;
-    None where it has none or several."""
+def cut_durations(model: memoryview) -> Chunks | None:
+    """The part of a synthesizer that computes the frames of each phone, up to its one Ceil
+    (its inputs: the synthesizer's that the part reads); None where it has none or several."""
     model_fields, graph_field = wire.model_graph(model)
     graph = wire.Graph.parse(wire.as_message(graph_field.value))
     ceils = [node.outputs[0] for node in graph.nodes.values() if node.op_type == "Ceil"]
     if len(ceils) != 1:
         return None
     keep = _ancestors(graph, (ceils[0],))
-    cut = _encode(graph, keep, outputs=(ceils[0],))
-    read = {name for p in keep for name in _reads(graph.nodes[p])}
-    return DurationsCut(
-        wire.with_graph(model_fields, graph_field, cut),
-        frozenset(name for name in graph.inputs if name in read),
-    )
+    return wire.with_graph(model_fields, graph_field, _encode(graph, keep, outputs=(ceils[0],)))
 
 
 def _ancestors(graph: wire.Graph, names: tuple[str, ...]) -> set[int]:

@@ -27,8 +27,8 @@ import onnxruntime as ort
 from ..errors import BundleError, DeviceUnavailableError
 from . import cuda_probe, device_graphs, graph_cache, relative_attention, rewrite, wire
 from .cores import usable_cores
-from .decoder_graph import DecoderShape, DecoderSplit, DurationsCut, cut_durations, read_split
-from .wire import WireError
+from .decoder_graph import DecoderShape, DecoderSplit, cut_durations, read_split
+from .wire import Chunks, WireError
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -162,15 +162,18 @@ class SessionFactory:
                     with tempfile.TemporaryDirectory(dir=folder, prefix=".cut-") as scratch:
                         graph = Path(scratch) / "durations.onnx"
                         with graph.open("wb") as out:
-                            out.writelines(cut.graph.parts)
+                            out.writelines(cut.parts)
                         self._prepare(graph, entry)
                 return self._open(entry / GRAPH_FILE, self.mapped_options())
-            except (OSError, BundleError) as err:
-                _LOGGER.warning("Graph cache unusable for the durations of %s: %s", path, err)
+            except OSError as err:
+                _LOGGER.warning("Graph cache unusable (%s); durations of %s made here", err, path)
+            except BundleError as err:  # a damaged entry: dropped, the part made in memory
+                _LOGGER.warning("Discarding cached durations of %s: %s", path, err.problem)
+                graph_cache.drop_entry(entry)
         cut = _durations_or_none(path)
         if cut is None:
             return None
-        return self._open(b"".join(cut.graph.parts), self.options(), shown_as=path)
+        return self._open(b"".join(cut.parts), self.options(), shown_as=path)
 
     def _prepare_split(self, source: Path, audio: str, meta: Path) -> None:
         """Cut ``source`` before its decoder, prepare both halves, then describe the cut."""
@@ -282,7 +285,7 @@ def _shared_cpu_arena() -> bool:
     return True
 
 
-def _durations_or_none(source: Path) -> DurationsCut | None:
+def _durations_or_none(source: Path) -> Chunks | None:
     try:
         return cut_durations(wire.mapped(source))
     except WireError:

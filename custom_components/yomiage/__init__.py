@@ -14,7 +14,9 @@ from homeassistant.config_entries import ConfigEntry
 from homeassistant.const import Platform
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import ConfigEntryNotReady
+from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers import issue_registry as ir
+from homeassistant.helpers.typing import ConfigType
 
 from .backend import SpeechBackend, Timing
 from .const import (
@@ -35,6 +37,7 @@ from .local_setup import (
     remove_prepared_graphs,
 )
 from .remote import WyomingBackend
+from .services import async_register_services
 
 __all__ = ["Timing", "YomiageConfigEntry", "YomiageData", "bundle_issue_id"]
 
@@ -54,6 +57,15 @@ YomiageConfigEntry: TypeAlias = ConfigEntry[YomiageData]
 
 def is_remote(entry: ConfigEntry) -> bool:
     return entry.data.get(CONF_SOURCE) == SOURCE_WYOMING
+
+
+CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
+
+
+async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
+    """The actions (services.py): registered once, whatever entries there are."""
+    async_register_services(hass)
+    return True
 
 
 async def async_setup_entry(hass: HomeAssistant, entry: YomiageConfigEntry) -> bool:

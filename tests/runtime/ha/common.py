@@ -3,7 +3,9 @@
 import asyncio
 from collections.abc import AsyncGenerator
 from pathlib import Path
+from typing import Any
 
+import pytest
 from homeassistant.config_entries import ConfigEntry
 
 from custom_components.yomiage.engine.synthesis.engine import Engine
@@ -17,6 +19,21 @@ def engine_of(entry: ConfigEntry) -> Engine:
     backend = entry.runtime_data.backend
     assert isinstance(backend, LocalBackend)
     return backend.engine
+
+
+def record_engine_calls(entry: ConfigEntry, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the engine's synthesis methods, in the order Home Assistant calls them."""
+    engine = engine_of(entry)
+    used: list[str] = []
+    for method in ("synthesize", "stream", "stream_sentences"):
+        original = getattr(engine, method)
+
+        def recorded(*args: Any, _method: str = method, _original: Any = original) -> Any:
+            used.append(_method)
+            return _original(*args)
+
+        monkeypatch.setattr(engine, method, recorded)
+    return used
 
 
 class HandFedMessage:

@@ -15,24 +15,10 @@ from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 
 from custom_components.yomiage.const import DOMAIN
 
-from .common import engine_of
+from .common import record_engine_calls
 
 MESSAGE = "おはようございます。七時です。今日は晴れです。"
 OPTIONS = {"voice": "tiny-b/Happy", "speed": 1.2}
-
-
-def _count_engine_runs(entry: MockConfigEntry, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    engine = engine_of(entry)
-    runs: list[str] = []
-    for method in ("synthesize", "stream", "stream_sentences"):
-        original = getattr(engine, method)
-
-        def counted(*args: Any, _method: str = method, _original: Any = original) -> Any:
-            runs.append(_method)
-            return _original(*args)
-
-        monkeypatch.setattr(engine, method, counted)
-    return runs
 
 
 async def _speak(hass: HomeAssistant, entity_id: str, options: dict[str, Any]) -> str:
@@ -61,7 +47,7 @@ async def test_a_prepared_message_plays_without_running_the_engine(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert await async_setup_component(hass, "media_source", {})
-    runs = _count_engine_runs(loaded_entry, monkeypatch)
+    runs = record_engine_calls(loaded_entry, monkeypatch)
     await hass.services.async_call(
         DOMAIN,
         "prepare",

@@ -29,7 +29,7 @@ from custom_components.yomiage.tts import YomiageTTSEntity
 
 from ..ebur128 import measure
 from ..wav import read_wav
-from .common import HandFedMessage, engine_of
+from .common import HandFedMessage, engine_of, record_engine_calls
 
 SAMPLE_RATE = 44100
 WAV_HEADER = 44
@@ -137,16 +137,7 @@ async def test_home_assistant_asks_for_a_stream_even_for_a_whole_message(
     """Announcements (tts.speak, media source audio) come to the entity as a one-piece stream:
     the engine's streaming path is the one Home Assistant users hear, never its whole-file
     synthesis (docs/PERFORMANCE.md: what the benchmark's streamed long text stands for)."""
-    engine = engine_of(hass.config_entries.async_entries("yomiage")[0])
-    used: list[str] = []
-    for method in ("synthesize", "stream", "stream_sentences"):
-        original = getattr(engine, method)
-
-        def recorded(*args: Any, _method: str = method, _original: Any = original) -> Any:
-            used.append(_method)
-            return _original(*args)
-
-        monkeypatch.setattr(engine, method, recorded)
+    used = record_engine_calls(hass.config_entries.async_entries("yomiage")[0], monkeypatch)
     extension, data = await _audio(hass, entity_id, "おはようございます。七時です。", QUIET)
     assert extension == "mp3" and len(data) > 1000
     assert used == ["stream_sentences"]

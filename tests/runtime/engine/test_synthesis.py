@@ -248,3 +248,21 @@ def test_load_all_survives_a_voice_that_cannot_run(
     finally:
         engine.close()
     assert "could not time the decoder at load" in caplog.text
+
+
+@pytest.mark.parametrize("first_frames", [FIRST_PIECE_FRAMES, 60, 90])
+def test_the_samples_do_not_depend_on_where_the_first_piece_ends(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, first_frames: int
+) -> None:
+    """Loudness is decided from a sentence's first 0.56 s (FIRST_PIECE_FRAMES): a first piece
+    cut anywhere from that length on gives the same samples, within rounding. The piece sizer
+    never cuts shorter, however slow the box (a shorter one changed them by thousands of LSB)."""
+    text = "リビングの照明をつけました！ほかに何かありますか？"
+    reference = engine.synthesize(text, QUIET).audio.astype(np.int32)
+    monkeypatch.setattr(DecodeSpeed, "first_piece", lambda self, *_: first_frames)
+    cut = engine.synthesize(text, QUIET).audio.astype(np.int32)
+    assert np.abs(cut - reference).max() <= 1
+    slow = DecodeSpeed(512 / SAMPLE_RATE)
+    for _ in range(20):
+        slow.record(100, 100 * 512 / SAMPLE_RATE * 10)  # a tenth of real time
+    assert slow.first_piece(300, 16, FIRST_PIECE_FRAMES, None) >= FIRST_PIECE_FRAMES

@@ -21,16 +21,15 @@ if TYPE_CHECKING:
     from .voice import SentenceInput, Voice
 
 # Smallest first piece of a streamed sentence: 48 frames = 0.56 s of audio at hop 512 / 44.1 kHz.
-# DecodeSpeed grows it until the rest of the sentence is decoded before it has finished playing,
-# and shrinks it where decoding it would outlast FIRST_AUDIO_BUDGET_S.
+# DecodeSpeed grows it until the rest of the sentence is decoded before it has finished playing.
 FIRST_PIECE_FRAMES = 48
 # Headroom on the measured decoding speed when sizing the first piece (the machine is shared).
 _SPEED_MARGIN = 1.3
 # Weight of the newest run in the decoding speed (the machine's load changes).
 _SMOOTHING = 0.3
-# The first piece of a stream never takes longer than this to decode (nor is it shorter than its
-# overlap). Where decoding is slower than real time (a Pi), no first piece avoids a wait later,
-# and an early start matters more: voice satellites give up after ~5 s of silence.
+# The first piece of a stream never takes longer than this to decode. Where decoding is slower
+# than real time (a Pi), no first piece avoids a wait later, and an early start matters more:
+# voice satellites give up after ~5 s of silence.
 FIRST_AUDIO_BUDGET_S = 1.5
 # The decoder's activations grow with the frames it decodes at once (~0.3 MB per frame at full
 # size): a 17 s sentence in one run would take ~450 MB of arena on a Pi. Longer sentences are
@@ -74,8 +73,7 @@ class DecodeSpeed:
 
         Nothing playing yet (``lead_s`` None): the rest, frames - f + context, must decode while
         f plays: f >= (frames + context) * cost / (cost + frame_s), but f + context decodes
-        within ``FIRST_AUDIO_BUDGET_S``, which also wins over ``minimum`` (down to ``context``
-        frames) where decoding is slow. Already playing, ``lead_s`` seconds ahead: the whole
+        within ``FIRST_AUDIO_BUDGET_S``. Already playing, ``lead_s`` seconds ahead: the whole
         sentence (2 x context of overlap) must decode within that lead, the pause and f:
         f >= ((frames + 2 context) * cost - lead_s - pause_s) / frame_s; no split when the whole
         sentence decodes within the lead. Before any run, cost = frame_s.
@@ -85,11 +83,7 @@ class DecodeSpeed:
         cost = self._frame_s if cost is None else cost * _SPEED_MARGIN
         if lead_s is None:
             unbroken = (frames + context) * cost / (cost + self._frame_s)
-            in_budget = math.floor(FIRST_AUDIO_BUDGET_S / cost - context)
-            wanted = min(unbroken, in_budget)
-            # Decoding slower than about half real time: a wait inside the sentence comes anyway,
-            # so the first audio comes sooner with less audio before that wait.
-            minimum = max(context, min(minimum, in_budget))
+            wanted = min(unbroken, FIRST_AUDIO_BUDGET_S / cost - context)
         elif frames * cost <= lead_s:
             return frames
         else:

@@ -16,9 +16,8 @@ from pathlib import Path
 import aivmlib
 from aivmlib.schemas.aivm_manifest import ModelArchitecture
 
-# Shown where users pick voices; the tests check that they arrive.
-DESCRIPTION = "Random weights, for tests: Yomiage's tiny reference voice."
-LICENSE = "CC0-1.0"
+# What the test voices say of themselves (tools/make_dialects.py); the tests check it arrives.
+TEST_VOICE_ABOUT = ("Random weights, for tests: Yomiage's tiny reference voice.", "CC0-1.0")
 HYPER_PARAMETERS = "aivm_hyper_parameters"  # the metadata key of SBV2's config.json
 _NAMESPACE = uuid.UUID("6f1d0a0e-5a3b-4c1e-9a55-7a0d3c0b9e11")
 
@@ -27,21 +26,35 @@ class AivmFileError(ValueError):
     """An .aivm file aivmlib cannot read; the message says why."""
 
 
-def write_aivmx(graph: Path, config: Path, style_vectors: Path, name: str, target: Path) -> Path:
+def write_aivmx(
+    graph: Path,
+    config: Path,
+    style_vectors: Path,
+    name: str,
+    target: Path,
+    about: tuple[str, str] | None = None,
+) -> Path:
     """Write ``target``: ``graph`` (Style-Bert-VITS2's form) with the metadata aivmlib generates
     from ``config`` and ``style_vectors`` (its ``Neutral`` style becomes ``ノーマル``)."""
     with graph.open("rb") as model:
-        written = aivmlib.write_aivmx_metadata(model, _metadata(config, style_vectors, name))
+        written = aivmlib.write_aivmx_metadata(model, _metadata(config, style_vectors, name, about))
     target.write_bytes(written)
     return target
 
 
 def write_aivm(
-    checkpoint: Path, config: Path, style_vectors: Path, name: str, target: Path
+    checkpoint: Path,
+    config: Path,
+    style_vectors: Path,
+    name: str,
+    target: Path,
+    about: tuple[str, str] | None = None,
 ) -> Path:
     """Write ``target``: a safetensors ``checkpoint`` with the AIVM metadata in its header."""
     with checkpoint.open("rb") as weights:
-        written = aivmlib.write_aivm_metadata(weights, _metadata(config, style_vectors, name))
+        written = aivmlib.write_aivm_metadata(
+            weights, _metadata(config, style_vectors, name, about)
+        )
     target.write_bytes(written)
     return target
 
@@ -66,7 +79,9 @@ def unpack_aivm(source: Path, folder: Path) -> tuple[Path, Path]:
     return config, style_vectors
 
 
-def _metadata(config: Path, style_vectors: Path, name: str) -> aivmlib.AivmMetadata:
+def _metadata(
+    config: Path, style_vectors: Path, name: str, about: tuple[str, str] | None
+) -> aivmlib.AivmMetadata:
     """What aivmlib generates from a model folder's files, named ``name``, with our test
     voice's description and licence and UUIDs derived from the name."""
     with config.open("rb") as hyper_parameters, style_vectors.open("rb") as vectors:
@@ -75,8 +90,8 @@ def _metadata(config: Path, style_vectors: Path, name: str) -> aivmlib.AivmMetad
         )
     manifest = metadata.manifest
     manifest.name = name
-    manifest.description = DESCRIPTION
-    manifest.license = LICENSE
+    if about is not None:  # (description, licence); else aivmlib's: none
+        manifest.description, manifest.license = about
     manifest.uuid = uuid.uuid5(_NAMESPACE, name)
     for speaker in manifest.speakers:
         speaker.uuid = uuid.uuid5(_NAMESPACE, f"{name}/{speaker.name}")

@@ -284,25 +284,32 @@ def export_speaker(
     checkpoint: str | Path | None = None,
     progress: bool = True,
     form: str = "yomiage",
+    about: tuple[str, str] | None = None,
 ) -> Path:
     """Write ``<bundle_root>/onnx/speakers/<name>/`` in exporter ``form`` (``FORMS``); returns
     that folder (for ``aivmx``: the file ``<bundle_root>/<name>.aivmx``). ``model_dir``: an
-    SBV2 model folder, or an .aivm file (AivisHub's checkpoint with its metadata)."""
+    SBV2 model folder, or an .aivm file (AivisHub's checkpoint with its metadata). ``about``:
+    an AIVMX's (description, licence) for its manifest (default: none)."""
     model_dir = Path(model_dir)
     with tempfile.TemporaryDirectory(prefix="model-") as scratch:
         files = ModelFolder.find(model_dir, Path(checkpoint) if checkpoint else None, Path(scratch))
         name = name or (model_dir.stem if model_dir.is_file() else model_dir.resolve().name)
-        return _export_files(files, Path(bundle_root), name, progress, form)
+        return _export_files(files, Path(bundle_root), name, progress, form, about)
 
 
 def _export_files(
-    files: ModelFolder, bundle_root: Path, name: str, progress: bool, form: str
+    files: ModelFolder,
+    bundle_root: Path,
+    name: str,
+    progress: bool,
+    form: str,
+    about: tuple[str, str] | None,
 ) -> Path:
     config = load_config(files.config)
     style_vectors = load_style_vectors(files.style_vectors, config)
     model = load_model(config, files.checkpoint)  # every input is checked before writing
     if form == "aivmx":
-        return _export_aivmx(model, files, bundle_root, name)
+        return _export_aivmx(model, files, bundle_root, name, about)
     out = bundle_root / SPEAKERS_DIR / name
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(files.config, out / "config.json")
@@ -332,7 +339,13 @@ def _export_one(
     export_graph(module, inputs, form.inputs, outputs, path, form.renamed)
 
 
-def _export_aivmx(model: SynthesizerTrn, files: ModelFolder, out: Path, name: str) -> Path:
+def _export_aivmx(
+    model: SynthesizerTrn,
+    files: ModelFolder,
+    out: Path,
+    name: str,
+    about: tuple[str, str] | None,
+) -> Path:
     """``<out>/<name>.aivmx``: the Style-Bert-VITS2 form of the synthesizer with the AIVM
     metadata (manifest, hyper-parameters, style vectors) as aivmlib writes it."""
     from .aivm import write_aivmx  # aivmlib is needed for this form only
@@ -343,7 +356,7 @@ def _export_aivmx(model: SynthesizerTrn, files: ModelFolder, out: Path, name: st
     with tempfile.TemporaryDirectory(prefix="aivmx-") as scratch:
         graph = Path(scratch) / "model.onnx"
         _export_one(SynthesizerGraph(model, FORMS["sbv2"]), FORMS["sbv2"], config, graph)
-        write_aivmx(graph, files.config, files.style_vectors, name, target)
+        write_aivmx(graph, files.config, files.style_vectors, name, target, about)
     return target
 
 

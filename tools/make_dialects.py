@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from .aivm import TEST_VOICE_ABOUT
 from .bert_export import BERT_HIDDEN
 from .export import export_speaker
 from .make_bundle import DEFAULT_SEED
@@ -39,7 +40,9 @@ def build_dialects(out: Path, preset: str, seed: int = DEFAULT_SEED) -> Path:
         voice = random_voice(voices, speaker, BERT_HIDDEN[preset], seed)
         model_dir = voice.write_model_folder(Path(scratch) / speaker)
         export_speaker(model_dir, out / "hayakoe", name=speaker, progress=False, form="hayakoe")
-        export_speaker(model_dir, out, name=speaker, progress=False, form="aivmx")
+        export_speaker(
+            model_dir, out, name=speaker, progress=False, form="aivmx", about=TEST_VOICE_ABOUT
+        )
     return out
 
 

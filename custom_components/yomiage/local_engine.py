@@ -76,13 +76,20 @@ def platform_problem() -> str | None:
 
 async def async_engine_importable(hass: HomeAssistant) -> bool:
     """Whether the native modules import now (cheap once they are loaded)."""
-    return not await hass.async_add_executor_job(missing_modules)
+    return not await _async_missing_modules(hass)
+
+
+async def _async_missing_modules(hass: HomeAssistant) -> list[str]:
+    """missing_modules in Home Assistant's import executor, one import at a time with the
+    integrations it loads: numpy imported at once from two threads can deadlock (Python 3.14
+    raised _DeadlockError at a Home Assistant 2026.11 start, camera's import against ours)."""
+    return await hass.async_add_import_executor_job(missing_modules)
 
 
 async def async_ensure_local_engine(hass: HomeAssistant) -> None:
     """Install the native packages when they are missing and can be; raises
     LocalEngineUnavailableError when the engine still cannot run."""
-    if not (missing := await hass.async_add_executor_job(missing_modules)):
+    if not (missing := await _async_missing_modules(hass)):
         return
     if problem := await hass.async_add_executor_job(platform_problem):
         raise LocalEngineUnavailableError(UNSUPPORTED_PLATFORM, problem)
@@ -92,5 +99,5 @@ async def async_ensure_local_engine(hass: HomeAssistant) -> None:
         await async_process_requirements(hass, DOMAIN, list(NATIVE_REQUIREMENTS))
     except RequirementsNotFound as err:
         raise LocalEngineUnavailableError(INSTALL_FAILED, ", ".join(err.requirements)) from err
-    if missing := await hass.async_add_executor_job(missing_modules):
+    if missing := await _async_missing_modules(hass):
         raise LocalEngineUnavailableError(IMPORT_FAILED, "; ".join(missing))

@@ -6,11 +6,14 @@ it (and failed installs) with the real requirements manager and config flow.
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
+import threading
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from homeassistant import config_entries
@@ -21,6 +24,7 @@ from packaging import tags
 from packaging.requirements import Requirement
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+from custom_components.yomiage import local_engine
 from custom_components.yomiage.const import DOMAIN, SOURCE_LOCAL, SOURCE_WYOMING
 from custom_components.yomiage.local_engine import (
     NATIVE_MODULES,
@@ -124,6 +128,26 @@ async def test_nothing_is_installed_when_the_modules_import(
     installs = fake_installs(hass, monkeypatch)
     await async_ensure_local_engine(hass)
     assert installs.attempted == []
+
+
+async def test_the_native_modules_are_imported_one_import_at_a_time_with_home_assistants(
+    hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """numpy imported from two threads at once can deadlock (a 2026.11 start did): the native
+    modules are imported in Home Assistant's import executor, as its integrations are."""
+    threads: list[str] = []
+    real_import = importlib.import_module
+
+    def recording_import(name: str, package: str | None = None) -> ModuleType:
+        if name in NATIVE_MODULES:
+            threads.append(threading.current_thread().name)
+        return real_import(name, package)
+
+    monkeypatch.setattr(local_engine.importlib, "import_module", recording_import)
+    await async_ensure_local_engine(hass)
+    await _pick_local(hass)
+    assert len(threads) == 2 * len(NATIVE_MODULES)
+    assert all(name.startswith("ImportExecutor") for name in threads), threads
 
 
 async def _pick_local(hass: HomeAssistant) -> config_entries.ConfigFlowResult:

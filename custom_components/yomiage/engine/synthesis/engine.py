@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 
 from ..audio.loudness import Leveller
 from ..audio.pcm import silence, to_pcm16
+from ..audio.pitch import PitchShape
 from ..bundle import Bundle
 from ..errors import InvalidTextError, UnknownVoiceError, YomiageError
 from ..onnx.cores import usable_cores
@@ -65,6 +66,7 @@ class _Request:
     pause_scale: float
     lead_s: float  # silence before the first sentence
     loudness: Leveller
+    pitch: PitchShape
 
 
 class _Playback:
@@ -271,6 +273,12 @@ class Engine:
                 options.normalize,
                 basis=FIRST_PIECE_FRAMES * voice.files.config.hop_length,  # a first piece's
             ),
+            pitch=PitchShape(
+                options.pitch,
+                options.intonation,
+                self.sample_rate,
+                basis=FIRST_PIECE_FRAMES * voice.files.config.hop_length,
+            ),
         )
 
     def _voice(self, name: str | None) -> tuple[Voice, str]:
@@ -415,10 +423,11 @@ class Engine:
         playback: _Playback,
     ) -> Iterator[AudioChunk]:
         """The sentence's audio piece by piece, each decoded under the model lock (another
-        request may take its turn between pieces) and levelled (audio/loudness.py). Its first
-        piece comes early, sized by the ``playback`` clock so that the player is not left
-        waiting mid-sentence, and its decoder runs give way to a listener waiting for its first
-        audio where its player has the audio in hand for that (turns.py)."""
+        request may take its turn between pieces), levelled (audio/loudness.py) and its f0
+        moved where asked (audio/pitch.py). Its first piece comes early, sized by the
+        ``playback`` clock so that the player is not left waiting mid-sentence, and its decoder
+        runs give way to a listener waiting for its first audio where its player has the audio
+        in hand for that (turns.py)."""
         decoded = decode_in_pieces(
             request.voice,
             self._sentence_input(sequence, char_features, request),
@@ -427,12 +436,17 @@ class Engine:
             _StreamRuns(self._model_lock, playback, self._check_open),
         )
         level = request.loudness.sentence()
+        # After the leveller, whose gain is decided on the first piece as the model made it.
+        shaped = request.pitch.sentence() if request.pitch.changes else None
         try:
             starts = True
             while (piece := self._run(next, decoded, None)) is not None:
+                samples = level.apply(piece.samples, piece.last)
+                if shaped is not None:
+                    samples = shaped.apply(samples, piece.last)
                 chunk = self._chunk(
                     sequence,
-                    level.apply(piece.samples, piece.last),
+                    samples,
                     pause_before,
                     time.perf_counter() - started,
                     starts,

@@ -17,6 +17,8 @@ OPTION_LIMITS: dict[str, tuple[float, float]] = {
     "noise": (0.0, 2.0),
     "noise_w": (0.0, 2.0),
     "pause_scale": (0.0, 5.0),
+    "pitch": (0.5, 2.0),  # f0 multiplier (audio/pitch.py)
+    "intonation": (0.0, 2.0),  # f0 excursions around the sentence's mean: 0 = flat
     "volume": (-20.0, 10.0),  # dB over the loudness target (over the raw output, not normalised)
     "lead_silence": (0.0, 1000.0),  # ms of silence before the first sentence
 }
@@ -24,8 +26,10 @@ OPTION_LIMITS: dict[str, tuple[float, float]] = {
 
 @dataclass(frozen=True)
 class SynthesisOptions:
-    """``speed`` > 1 speaks faster (SBV2's length_scale is its inverse). ``normalize`` brings
-    each sentence to the loudness target (audio/loudness.py); off, the model's raw output."""
+    """``speed`` > 1 speaks faster (SBV2's length_scale is its inverse). ``pitch`` and
+    ``intonation`` move f0 after the model (audio/pitch.py; 1 and 1 leave the samples as they
+    are). ``normalize`` brings each sentence to the loudness target (audio/loudness.py); off,
+    the model's raw output."""
 
     voice: str | None = None  # "speaker/style", "speaker" (its first style) or None (default voice)
     speed: float = 1.0
@@ -34,6 +38,8 @@ class SynthesisOptions:
     noise: float = 0.6
     noise_w: float = 0.8
     pause_scale: float = 1.0
+    pitch: float = 1.0
+    intonation: float = 1.0
     volume: float = 0.0
     lead_silence: float = 0.0
     normalize: bool = True

@@ -1,0 +1,105 @@
+"""The wake-up briefing blueprint (blueprints/automation/yomiage/wake_up_briefing.yaml), loaded
+through Home Assistant's blueprint machinery into an automation, with the clock fired as Home
+Assistant's tests fire it: the message is rendered the lead's minutes before the alarm, and at
+the alarm it is played from the cache without running the engine again."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from homeassistant.components import media_source
+from homeassistant.core import HomeAssistant, ServiceCall
+from homeassistant.setup import async_setup_component
+from homeassistant.util import dt as dt_util
+from pytest_homeassistant_custom_component.common import (
+    MockConfigEntry,
+    async_fire_time_changed,
+    async_mock_service,
+)
+from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
+
+from .common import record_engine_calls
+
+BLUEPRINT = Path(__file__).resolve().parents[3] / "blueprints" / "automation" / "yomiage"
+NAME = "wake_up_briefing.yaml"
+# A real Japanese template: the weather entity's forecast words would go where the state is.
+MESSAGE = (
+    "おはようございます。{{ now().month }}月{{ now().day }}日です。"
+    "今日の天気は{{ states('weather.home') | replace('unknown', '晴れ') }}です。"
+)
+
+
+async def _until(condition: Callable[[], bool], timeout_s: float = 60) -> None:
+    """Waits for work running in executors (the engine); the automation run itself sleeps in
+    its delay, which async_block_till_done would wait out. The deadline is read, not
+    scheduled: firing the clock ahead runs every timer due by then, a timeout's too."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def _briefing(hass: HomeAssistant, entity_id: str, alarm: datetime) -> None:
+    target = Path(hass.config.path("blueprints", "automation", "yomiage"))
+    await hass.async_add_executor_job(
+        lambda: shutil.copytree(BLUEPRINT, target, dirs_exist_ok=True)
+    )
+    automation = {
+        "use_blueprint": {
+            "path": f"yomiage/{NAME}",
+            "input": {
+                "alarm_time": alarm.strftime("%H:%M:%S"),
+                "media_player": "media_player.bedroom",
+                "tts_entity": entity_id,
+                "voice": "tiny-b/Happy",
+                "message": MESSAGE,
+                "minutes_ahead": 10,
+            },
+        }
+    }
+    assert await async_setup_component(hass, "automation", {"automation": automation})
+    await hass.async_block_till_done()
+
+
+async def test_the_briefing_is_prepared_ahead_and_plays_on_time_from_the_cache(
+    hass: HomeAssistant,
+    hass_client: ClientSessionGenerator,
+    loaded_entry: MockConfigEntry,
+    entity_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert await async_setup_component(hass, "media_source", {})
+    runs = record_engine_calls(loaded_entry, monkeypatch)
+    plays: list[ServiceCall] = async_mock_service(hass, "media_player", "play_media")
+    alarm = (dt_util.now() + timedelta(minutes=30)).replace(second=0, microsecond=0)
+    await _briefing(hass, entity_id, alarm)
+
+    async_fire_time_changed(hass, alarm - timedelta(minutes=10, seconds=30))
+    await asyncio.sleep(0.2)
+    assert (runs, plays) == ([], []), "nothing before the lead"
+
+    async_fire_time_changed(hass, alarm - timedelta(minutes=10))
+    await _until(lambda: bool(runs))
+    assert runs == ["stream_sentences"]  # prepared, as Home Assistant streams it
+    await asyncio.sleep(0.2)
+    assert plays == [], "prepared, not played: the alarm is ten minutes away"
+
+    def alarm_rang() -> bool:
+        # Fired until the run, done preparing, waits for the alarm and is woken by it.
+        async_fire_time_changed(hass, alarm + timedelta(seconds=1))
+        return len(plays) == 1
+
+    await _until(alarm_rang)
+    assert plays[0].data["entity_id"] == ["media_player.bedroom"]
+    media = await media_source.async_resolve_media(hass, plays[0].data["media_content_id"], None)
+    response = await (await hass_client()).get(str(media.url))
+    assert response.status == 200 and len(await response.read()) > 1000
+    assert runs == ["stream_sentences"], "played from the cache: no synthesis at the alarm"
+    # Off, as a user turns it off: its trigger for tomorrow's alarm goes with it.
+    await hass.services.async_call("automation", "turn_off", {"entity_id": "all"}, blocking=True)

@@ -106,6 +106,15 @@ def test_the_samples_do_not_depend_on_where_the_pieces_are_cut() -> None:
             assert np.array_equal(shaped(voice, pitch, intonation, cuts), reference)
 
 
+def test_tiny_pieces_and_an_empty_sentence_pass_through() -> None:
+    voice = glide()[:5000]
+    assert np.array_equal(
+        shaped(voice, 1.0, 1.0, cuts=[10, 20, 3000]), shaped(voice, 1.0, 1.0, cuts=[])
+    )
+    assert len(shaped(voice, 1.3, 0.5, cuts=[1, 2])) == len(voice)
+    assert len(PitchShape(1.3, 1.0, RATE, BASIS).sentence().apply(voice[:0], last=True)) == 0
+
+
 def test_unchanged_pitch_gives_back_the_samples() -> None:
     """The stage is not run at 1 and 1 (the engine skips it); were it run, it is lossless."""
     voice = glide()

@@ -73,7 +73,8 @@ class SentencePitch:
         self._x: NDArray[np.float64] = np.zeros(0)
         self._lags: list[float] = []  # per f0 frame: the period in samples, 0 where unvoiced
         self._marks: list[int] = []  # analysis marks: sample positions on the voice's cycles
-        self._mean_log_f0: float | None = None
+        self._mean_known = False
+        self._mean_log_f0: float | None = None  # None: no voiced frame in the basis
         self._next_synthesis = 0
         self._out: NDArray[np.float64] = np.zeros(0)
         self._weight: NDArray[np.float64] = np.zeros(0)
@@ -83,8 +84,15 @@ class SentencePitch:
         self._x = np.concatenate((self._x, samples.astype(np.float64)))
         size = len(self._x)
         self._frames(size, last)
-        if self._mean_log_f0 is None:
-            self._mean_log_f0 = self._basis_mean(size, last)
+        if not self._mean_known:
+            count = self._basis_frames(size, last)
+            if len(self._lags) < count:
+                return np.zeros(0, dtype=np.float32)  # the basis has not all arrived
+            voiced = [lag for lag in self._lags[:count] if lag > 0]
+            if voiced:
+                rate = self._shape.sample_rate
+                self._mean_log_f0 = float(np.mean(np.log(rate / np.array(voiced))))
+            self._mean_known = True
         self._analysis_marks(size, last)
         self._lay_grains(size, last)
         end = size if last else max(self._released, min(size, self._next_synthesis - self._reach))
@@ -134,20 +142,18 @@ class SentencePitch:
     def _lag_at(self, position: int) -> float:
         return self._lags[min(len(self._lags) - 1, round(position / self._hop))]
 
-    def _basis_mean(self, size: int, last: bool) -> float | None:
-        """Mean log f0 of the voiced frames that lie within the sentence's first ``basis``
-        samples (the whole sentence when it is shorter); None without any."""
+    def _basis_frames(self, size: int, last: bool) -> int:
+        """How many f0 frames lie within the sentence's first ``basis`` samples (the whole
+        sentence when it is shorter): the frames its mean f0 is taken from."""
         end = min(self._shape.basis, size) if last else self._shape.basis
-        count = max(0, (end - self._half * self._down) // self._hop + 1)
-        lags = [lag for lag in self._lags[:count] if lag > 0]
-        if not lags:
-            return None
-        return float(np.mean(np.log(self._shape.sample_rate / np.array(lags))))
+        return max(0, (end - self._half * self._down) // self._hop + 1)
 
     # -- marks and grains ----------------------------------------------------------------------
     def _analysis_marks(self, size: int, last: bool) -> None:
         """Marks a period apart, each put on the highest sample near where the last period
         ends (so that grains meet in phase); a fixed step where the voice has no pitch."""
+        if not self._lags:
+            return  # not one f0 frame yet (a piece shorter than half a window)
         if not self._marks:
             self._marks.append(0)
         while True:
@@ -186,6 +192,8 @@ class SentencePitch:
             self._out = np.concatenate((self._out, np.zeros(grow)))
             self._weight = np.concatenate((self._weight, np.zeros(grow)))
         marks = self._marks
+        if not marks:
+            return
         # At the end, grains go on past the last sample so that every sample is fully covered.
         while self._next_synthesis < size + (self._reach if last else 0):
             at = self._next_synthesis

@@ -383,6 +383,52 @@ async def test_the_readme_speak_example_works_on_a_server_entry(
     assert media.url and data
 
 
+async def test_a_message_prepared_on_a_server_entry_plays_without_asking_again(
+    hass: HomeAssistant, installs: Installs, server_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``yomiage.prepare`` (README, alarms) on a server entry: the server speaks the message
+    now; the later ``tts.speak`` with the same message and options plays it from Home
+    Assistant's cache and the server is not asked again."""
+    entry = await _add_server(hass, server_port)
+    backend = entry.runtime_data.backend
+    asked: list[str] = []
+    original = backend.stream
+
+    def counted(*args: Any) -> Any:
+        asked.append("stream")
+        return original(*args)
+
+    monkeypatch.setattr(backend, "stream", counted)
+    assert await async_setup_component(hass, "media_source", {})
+    entity_id = _entity(hass).entity_id
+    message, options = "おはようございます。七時です。", {"speed": 1.1}
+    await hass.services.async_call(
+        DOMAIN,
+        "prepare",
+        {"entity_id": entity_id, "message": message, "options": options},
+        blocking=True,
+    )
+    assert asked == ["stream"]
+    calls = async_mock_service(hass, "media_player", "play_media")
+    await hass.services.async_call(
+        tts.DOMAIN,
+        "speak",
+        {
+            "entity_id": entity_id,
+            "media_player_entity_id": "media_player.bedroom",
+            "message": message,
+            "options": options,
+        },
+        blocking=True,
+    )
+    (call,) = calls
+    _, data = await asyncio.wait_for(
+        tts.async_get_media_source_audio(hass, call.data["media_content_id"]), 60
+    )
+    assert len(data) > 1000
+    assert asked == ["stream"], "played from the cache: the server was asked once"
+
+
 @pytest.mark.parametrize(
     ("options", "problem"),
     [({"volume": 99}, "volume must be between"), ({"normalize": "loud"}, "normalize must be")],

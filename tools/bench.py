@@ -23,7 +23,8 @@ results.png.
 missing), ``published`` (Yomiage with its graph cache off: the graphs as published), ``self``
 (Yomiage against itself: the ratios show this machine's noise), ``dialects`` (Yomiage on the
 same voice as hayakoe's current exporter and as an AIVMX file write it, tools/make_dialects.py:
-every dialect at the speed of our own export), or ``none``.
+every dialect at the speed of our own export), ``pitch`` (Yomiage with pitch and intonation
+moved, ``PITCH_OPTIONS``: what audio/pitch.py costs), or ``none``.
 ``--quick``: the tiny bundle, two texts, one repetition: a smoke test of the harness itself.
 """
 
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .bench_worker import THREADS_VARIABLE
+from .bench_worker import OPTIONS_VARIABLE, THREADS_VARIABLE
 
 if TYPE_CHECKING:
     from .cpu_cap import CpuCap
@@ -91,6 +92,10 @@ QUICK_DURING_MOMENTS = (0.0, 0.05)
 
 class BenchError(RuntimeError):
     """A worker failed or answered with an error; the message says which and why."""
+
+
+# --peer pitch: pitch and intonation both away from 1, so that every stage of audio/pitch.py runs.
+PITCH_OPTIONS = {"pitch": 1.1, "intonation": 1.3}
 
 
 @dataclass(frozen=True)
@@ -664,6 +669,9 @@ def configs_for(
                 for name, view in views
             ),
         ]
+    if peer == "pitch":
+        moved = {**env, OPTIONS_VARIABLE: json.dumps(PITCH_OPTIONS)}
+        return [ours, Config("yomiage-pitch", "yomiage", OURS_PYTHON, moved)]
     if peer == "published":
         env = {"YOMIAGE_CACHE_DIR": str(cache), "YOMIAGE_GRAPH_CACHE": "0"}
         return [ours, Config("yomiage-published", "yomiage", OURS_PYTHON, env)]
@@ -684,7 +692,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--peer", choices=["hayakoe", "published", "self", "dialects", "none"], default="none"
+        "--peer",
+        choices=["hayakoe", "published", "self", "dialects", "pitch", "none"],
+        default="none",
     )
     parser.add_argument("--quick", action="store_true", help="tiny bundle, 2 texts, 1 rep")
     parser.add_argument("--out", type=Path, default=REPO / "bench-out")
@@ -721,8 +731,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BenchError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    # Targets are ratios to another engine; the dialects are compared line by line.
-    peer_name = None if args.peer in ("none", "dialects") else list(results["configs"])[1]
+    # Targets are ratios to another engine; dialects and pitch are compared line by line.
+    line_by_line = ("none", "dialects", "pitch")
+    peer_name = None if args.peer in line_by_line else list(results["configs"])[1]
     report = markdown(results, peer_name)
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     (out / "results.md").write_text(report, encoding="utf-8")

@@ -27,6 +27,8 @@ from typing import Any, Protocol, TextIO
 MEMORY_FIELDS = ("VmHWM", "VmRSS", "RssAnon", "RssFile")
 # Yomiage's threads per run, where set (tools.pi_bench --threads); else the engine reads the box.
 THREADS_VARIABLE = "YOMIAGE_BENCH_THREADS"
+# Synthesis options over the defaults, as a JSON object (tools.bench --peer pitch).
+OPTIONS_VARIABLE = "YOMIAGE_BENCH_OPTIONS"
 
 
 class Engine(Protocol):
@@ -60,7 +62,8 @@ class Yomiage:
         threads = os.environ.get(THREADS_VARIABLE)
         self.engine = YomiageEngine(bundle, device="cpu", threads=int(threads) if threads else None)
         self.engine.load_all()  # the bench bundle view holds the one speaker measured
-        self.options = SynthesisOptions(voice=voice)
+        chosen = json.loads(os.environ.get(OPTIONS_VARIABLE) or "{}")
+        self.options = SynthesisOptions(voice=voice).with_values(chosen)
         self.rate = self.engine.sample_rate
 
     def synthesize(self, text: str) -> int:

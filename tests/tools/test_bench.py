@@ -93,6 +93,17 @@ def test_quick_dialects_run_speaks_each_exporters_form_in_its_own_process(
     assert (tmp_path / "bundle-aivmx" / "tiny-a.aivmx").is_symlink()
 
 
+def test_the_pitch_run_measures_the_moved_voice_beside_the_plain_one(tmp_path: Path) -> None:
+    """--peer pitch: the same voice with pitch and intonation moved, line by line."""
+    assert bench.main(["--quick", "--peer", "pitch", "--out", str(tmp_path)]) == 0
+    configs = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))["configs"]
+    assert list(configs) == ["yomiage", "yomiage-pitch"]
+    for entry in configs.values():
+        assert entry["texts"]["assist"]["audio_s"][0] > 0.2
+    report = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert "| assist | yomiage-pitch |" in report and "ratio" not in report
+
+
 # -- target arithmetic on made-up figures ----------------------------------------------------------
 def made_up(
     compute: float,

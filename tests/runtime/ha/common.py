@@ -6,7 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from homeassistant.components import tts
 from homeassistant.config_entries import ConfigEntry
+from homeassistant.core import HomeAssistant
+from pytest_homeassistant_custom_component.common import async_mock_service
 
 from custom_components.yomiage.engine.synthesis.engine import Engine
 from custom_components.yomiage.local_backend import LocalBackend
@@ -34,6 +37,26 @@ def record_engine_calls(entry: ConfigEntry, monkeypatch: pytest.MonkeyPatch) -> 
 
         monkeypatch.setattr(engine, method, recorded)
     return used
+
+
+async def speak_on_player(
+    hass: HomeAssistant, entity_id: str, message: str, options: dict[str, Any]
+) -> str:
+    """``tts.speak`` on a media player (its ``play_media`` mocked), as an automation plays a
+    message; the media id the player is given."""
+    calls = async_mock_service(hass, "media_player", "play_media")
+    await hass.services.async_call(
+        tts.DOMAIN,
+        "speak",
+        {
+            "entity_id": entity_id,
+            "media_player_entity_id": "media_player.bedroom",
+            "message": message,
+            "options": options,
+        },
+        blocking=True,
+    )
+    return str(calls[-1].data["media_content_id"])
 
 
 class HandFedMessage:

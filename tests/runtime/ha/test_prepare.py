@@ -6,16 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from homeassistant.components import media_source, tts
+from homeassistant.components import media_source
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.setup import async_setup_component
-from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
+from pytest_homeassistant_custom_component.common import MockConfigEntry
 from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 
 from custom_components.yomiage.const import DOMAIN
 
-from .common import record_engine_calls
+from .common import record_engine_calls, speak_on_player
 
 MESSAGE = "おはようございます。七時です。今日は晴れです。"
 OPTIONS = {"voice": "tiny-b/Happy", "speed": 1.2}
@@ -23,19 +23,8 @@ OPTIONS = {"voice": "tiny-b/Happy", "speed": 1.2}
 
 async def _speak(hass: HomeAssistant, entity_id: str, options: dict[str, Any]) -> str:
     """tts.speak on a media player; the URL the player is given."""
-    calls = async_mock_service(hass, "media_player", "play_media")
-    await hass.services.async_call(
-        tts.DOMAIN,
-        "speak",
-        {
-            "entity_id": entity_id,
-            "media_player_entity_id": "media_player.bedroom",
-            "message": MESSAGE,
-            "options": options,
-        },
-        blocking=True,
-    )
-    media = await media_source.async_resolve_media(hass, calls[-1].data["media_content_id"], None)
+    media_id = await speak_on_player(hass, entity_id, MESSAGE, options)
+    media = await media_source.async_resolve_media(hass, media_id, None)
     return str(media.url)
 
 

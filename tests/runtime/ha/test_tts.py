@@ -19,7 +19,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.setup import async_setup_component
 from numpy.typing import NDArray
-from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
+from pytest_homeassistant_custom_component.common import MockConfigEntry
 from pytest_homeassistant_custom_component.typing import (
     ClientSessionGenerator,
     WebSocketGenerator,
@@ -29,7 +29,7 @@ from custom_components.yomiage.tts import YomiageTTSEntity
 
 from ..ebur128 import measure
 from ..wav import read_wav
-from .common import HandFedMessage, engine_of, record_engine_calls
+from .common import HandFedMessage, engine_of, record_engine_calls, speak_on_player
 
 SAMPLE_RATE = 44100
 WAV_HEADER = 44
@@ -105,20 +105,9 @@ async def test_speak_gives_an_mp3_url_fetched_over_http(
     hass: HomeAssistant, hass_client: ClientSessionGenerator, entity_id: str, voices: list[str]
 ) -> None:
     assert await async_setup_component(hass, "media_source", {})
-    calls = async_mock_service(hass, "media_player", "play_media")
-    await hass.services.async_call(
-        tts.DOMAIN,
-        "speak",
-        {
-            "entity_id": entity_id,
-            "media_player_entity_id": "media_player.kitchen",
-            "message": "おはようございます。七時です。",
-            "options": {"voice": voices[-1], "speed": 1.2},
-        },
-        blocking=True,
-    )
-    assert len(calls) == 1
-    media = await media_source.async_resolve_media(hass, calls[0].data["media_content_id"], None)
+    options = {"voice": voices[-1], "speed": 1.2}
+    media_id = await speak_on_player(hass, entity_id, "おはようございます。七時です。", options)
+    media = await media_source.async_resolve_media(hass, media_id, None)
     assert media.url.endswith(".mp3")
     client = await hass_client()
     response = await client.get(media.url)

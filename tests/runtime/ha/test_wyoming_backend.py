@@ -63,7 +63,7 @@ from custom_components.yomiage.tts import YomiageTTSEntity
 from yomiage.discovery import service_info
 
 from ..wav import read_wav
-from .common import HandFedMessage
+from .common import HandFedMessage, speak_on_player
 from .no_engine import Installs, block_native_modules, fake_installs, past_install
 
 HOST = "127.0.0.1"
@@ -409,22 +409,8 @@ async def test_a_message_prepared_on_a_server_entry_plays_without_asking_again(
         blocking=True,
     )
     assert asked == ["stream"]
-    calls = async_mock_service(hass, "media_player", "play_media")
-    await hass.services.async_call(
-        tts.DOMAIN,
-        "speak",
-        {
-            "entity_id": entity_id,
-            "media_player_entity_id": "media_player.bedroom",
-            "message": message,
-            "options": options,
-        },
-        blocking=True,
-    )
-    (call,) = calls
-    _, data = await asyncio.wait_for(
-        tts.async_get_media_source_audio(hass, call.data["media_content_id"]), 60
-    )
+    media_id = await speak_on_player(hass, entity_id, message, options)
+    _, data = await asyncio.wait_for(tts.async_get_media_source_audio(hass, media_id), 60)
     assert len(data) > 1000
     assert asked == ["stream"], "played from the cache: the server was asked once"
 

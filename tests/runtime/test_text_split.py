@@ -105,12 +105,12 @@ def _lost_nothing(text: str, sentences: list[str]) -> None:
 
 def _handed_out_complete(sentence: str) -> bool:
     """What one feed hands out before the stream ends (a sentence, or the parts an over-long
-    one is cut into): an end mark (then perhaps closing marks and spaces) or a line break at
-    its end."""
-    tail = sentence.rstrip(" \t\u3000")
+    one is cut into): an end mark or a line break, then perhaps closing marks, spaces and
+    line breaks ('あ。\n」': a bracket closed on the next line goes with its sentence)."""
+    tail = sentence.rstrip(CLOSING_MARKS + " \t\u3000")
     if tail[-1:] and tail[-1] in LINE_BREAKS:
         return True
-    return tail.rstrip(CLOSING_MARKS + " \t\u3000")[-1:] in tuple("。｡！？!?")
+    return tail[-1:] in tuple("。｡！？!?")
 
 
 @pytest.mark.usefixtures("plain")

@@ -71,6 +71,7 @@ class SentencePitch:
         self._unvoiced = round(rate * UNVOICED_PERIOD_S)
         self._reach = max(self._max_lag * down, self._unvoiced) + 1  # a grain's half, at most
         self._x: NDArray[np.float64] = np.zeros(0)
+        self._coarse: NDArray[np.float64] = np.zeros(0)  # block means of the whole blocks so far
         self._lags: list[float] = []  # per f0 frame: the period in samples, 0 where unvoiced
         self._marks: list[int] = []  # analysis marks: sample positions on the voice's cycles
         self._mean_known = False
@@ -116,10 +117,16 @@ class SentencePitch:
             centres.append(centre // down)
         if not centres:
             return
-        blocks = -(-size // down) if last else size // down
-        whole = np.zeros(blocks * down)
-        whole[: min(size, len(whole))] = self._x[: len(whole)]
-        coarse = whole.reshape(blocks, down).mean(axis=1)
+        whole_blocks = size // down
+        if whole_blocks > len(self._coarse):  # only the blocks completed since the last piece
+            done = len(self._coarse) * down
+            fresh = self._x[done : whole_blocks * down].reshape(-1, down).mean(axis=1)
+            self._coarse = np.concatenate((self._coarse, fresh))
+        coarse = self._coarse
+        if last and size % down:  # the sentence's last, partial block, zero-padded
+            tail = np.zeros(down)
+            tail[: size % down] = self._x[whole_blocks * down :]
+            coarse = np.concatenate((coarse, [tail.mean()]))
         padded = np.concatenate((np.zeros(half), coarse, np.zeros(half)))
         frames = np.stack([padded[c : c + 2 * half] for c in centres])
         rms = np.sqrt(np.mean(frames**2, axis=1))

@@ -1,9 +1,10 @@
 """Text that arrives in pieces (an LLM reply being written), spoken sentence by sentence.
 
-The engine's ``stream_sentences`` pulls complete sentences from the text as it arrives
+The engine's ``stream_arriving`` pulls complete sentences from the text as it arrives
 (arriving.py) and yields their audio, with the pause after each sentence predicted from that
-sentence. Everything blocking (waiting for the next sentence included) runs on the connection's
-own worker thread, so a client that is slow to send text holds up nobody else.
+sentence; a text sent whole in one chunk is spoken as a whole message (a smooth start).
+Everything blocking (waiting for the next sentence included) runs on the connection's own worker
+thread, so a client that is slow to send text holds up nobody else.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class TextStream(ArrivingText):
 
     def __init__(self, engine: Engine, options: SynthesisOptions) -> None:
         super().__init__()
-        self._chunks = engine.stream_sentences(self, options)
+        self._chunks = engine.stream_arriving(self, options)
 
     def next_chunk(self) -> AudioChunk | None:
         """Blocks until the next sentence is spoken; None once the stream is over."""

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .onnx.graph_cache import default_cache_dir
     from .synthesis.arriving import ArrivingText
     from .synthesis.engine import Engine
-    from .synthesis.options import OPTION_LIMITS, SynthesisOptions
+    from .synthesis.options import OPTION_LIMITS, OPTION_SWITCHES, SynthesisOptions
     from .synthesis.results import AudioChunk, SentenceReport, Synthesis, sentence_reports
 
 _HOMES = {
@@ -40,6 +40,7 @@ _HOMES = {
     "InvalidOptionError": ".errors",
     "InvalidTextError": ".errors",
     "OPTION_LIMITS": ".synthesis.options",
+    "OPTION_SWITCHES": ".synthesis.options",
     "SentenceReport": ".synthesis.results",
     "Synthesis": ".synthesis.results",
     "SynthesisOptions": ".synthesis.options",
@@ -51,6 +52,7 @@ _HOMES = {
 
 __all__ = [
     "OPTION_LIMITS",
+    "OPTION_SWITCHES",
     "ArrivingText",
     "AudioChunk",
     "BundleError",

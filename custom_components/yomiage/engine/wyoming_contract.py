@@ -6,8 +6,10 @@ their type names are written here; they are plain events on the wire (``synthesi
 
 ``synthesize`` and ``synthesize-start`` may carry ``yomiage_options``: a JSON object of synthesis
 options by their ``SynthesisOptions`` names (speed, style_weight, sdp_ratio, noise, noise_w,
-pause_scale, pitch, intonation, volume, lead_silence, normalize) over the server's settings for
-that request. Other clients send none and get the server's settings.
+pause_scale, pitch, intonation, volume, lead_silence, normalize, smooth_start) over the server's
+settings for that request. Other clients send none and get the server's settings. A stream whose
+text comes in one chunk, then ``synthesize-stop`` at once, is spoken as a whole message (a smooth
+start where the server's box is slower than real time), as Home Assistant sends whole messages.
 """
 
 from __future__ import annotations

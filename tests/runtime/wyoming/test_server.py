@@ -117,9 +117,11 @@ async def test_yomiage_options_set_a_request_over_the_server_settings(
         await client.write_event(Event("synthesize-stop"))
         streamed = Reply(await read_until(client, "synthesize-stopped"))
         plain = await synthesize(client, THREE_SENTENCES)
+    # Sent whole inside a stream (synthesize-start, one chunk, stop), the text is spoken as a
+    # whole message, as a synthesize event's is.
     for reply, chunks in (
         (whole, engine.stream(THREE_SENTENCES, options)),
-        (streamed, engine.stream_sentences(iter([THREE_SENTENCES]), options)),
+        (streamed, engine.stream(THREE_SENTENCES, options)),
     ):
         expected = np.concatenate([chunk.pcm for chunk in chunks]).astype(np.int32)
         got = np.frombuffer(reply.pcm, dtype="<i2")

@@ -12,6 +12,12 @@ the other sentences' BERT batches and pause passes (which only decide the pauses
 sentences 2..n) run while that audio already plays, a pause window at a time (pauses.py), so
 that a long text costs memory in proportion to its length, never more. Whole-file synthesis is
 the stream, collected: one path, the same samples.
+
+A listener's message known whole, on a box that synthesizes slower than real time, can start
+smoothly instead (option ``smooth_start``, smooth_start.py): the plan (every sentence's BERT
+features, pauses and predicted length) first, then silence just long enough that no sentence
+is late once speech has begun, each pause sent ahead of its sentence and each sentence decoded
+in one run. Text that arrives in pieces never waits for a plan: its first audio stays first.
 """
 
 from __future__ import annotations
@@ -36,12 +42,20 @@ from ..errors import InvalidTextError, UnknownVoiceError, YomiageError
 from ..onnx.cores import usable_cores
 from ..onnx.sessions import SessionFactory, resolve_device
 from ..text.frontend import Frontend, PhoneSequence
+from .arriving import ArrivingText
 from .bert import BertFeaturizer
 from .device_path import CharFeatures, DevicePath, FeaturePath, HostPath
 from .options import SynthesisOptions
-from .pauses import MIN_PAUSE_S, boundary_pauses, pause_windows, trailing_pause
+from .pauses import (
+    MIN_PAUSE_S,
+    boundary_pauses,
+    pause_windows,
+    sentence_frames,
+    trailing_pause,
+)
 from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_in_pieces
 from .results import AudioChunk, Synthesis
+from .smooth_start import PlannedSentence, needs_smooth_start, smooth_lead_s
 from .turns import ModelLock
 from .voice import ModelInputs, SentenceInput, Voice
 
@@ -53,6 +67,9 @@ _WARM_UP_TEXT = "あ。い。"
 # Long enough (~70 frames) that the decoder's fixed cost per run does not dominate its timing.
 _TIMING_TEXT = "おはようございます。"
 _Result = TypeVar("_Result")  # what a model run gives
+# A smooth start's plan of several pause windows (a long text) sends silence between them once
+# it has run this long, so that no player gives up on a stream that has not started.
+_KEEP_ALIVE_AFTER_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +82,7 @@ class _Request:
     inputs: ModelInputs
     pause_scale: float
     lead_s: float  # silence before the first sentence
+    smooth_start: bool
     loudness: Leveller
     pitch: PitchShape
 
@@ -96,6 +114,14 @@ class _Paused:
     sequence: PhoneSequence
     features: CharFeatures
     pause_before: float
+
+
+@dataclass(frozen=True)
+class _Spacing:
+    """What one duration-predictor run over a pause window says of its sentences."""
+
+    pauses: list[float]  # before each sentence; 0 for the window's first
+    frames: list[float]  # predicted latent frames of each sentence
 
 
 @dataclass
@@ -165,6 +191,14 @@ class Engine:
     def threads(self) -> int:
         return self._sessions.intra_op_threads
 
+    @property
+    def speed_x_real_time(self) -> float | None:
+        """Seconds of speech a second of synthesis (front and decoder) makes on this box, as
+        learnt from the sentences spoken; None before any. Under 1: a smooth start applies."""
+        speed = next(iter(self._voices.values())).decode_speed
+        cost = speed.sentence_s_per_frame()
+        return None if not cost else speed.frame_s / cost
+
     def load_all(self) -> None:
         """Create every session now: validates graphs (config flow) and avoids first-use latency.
         Then one short synthesis, so that the first streamed request sizes its first piece from
@@ -177,16 +211,28 @@ class Engine:
 
     # -- synthesis -------------------------------------------------------------------------------
     def synthesize(self, text: str, options: SynthesisOptions | None = None) -> Synthesis:
-        """The whole text at once: the stream of it, collected (the same samples)."""
-        return Synthesis.collect(self.stream(text, options), self.sample_rate)
+        """The whole text at once: the stream of it, collected (the same samples; no smooth
+        start, nobody is listening yet)."""
+        request = self._request(options)
+        sequences = self._analyse(text)
+        chunks = self._first_in_one_turn(self._stream(sequences, request), first_audio=True)
+        return Synthesis.collect(chunks, self.sample_rate)
 
     def stream(self, text: str, options: SynthesisOptions | None = None) -> Iterator[AudioChunk]:
         """Audio as soon as it is ready: the first sentence's first 0.56 s as a piece of its
-        own, then sentences (long ones in pieces, see ``pieces.MAX_DECODE_FRAMES``). Validates
-        before returning."""
+        own, then sentences (long ones in pieces, see ``pieces.MAX_DECODE_FRAMES``); or a smooth
+        start (the module's docstring). Validates before returning."""
         request = self._request(options)
         sequences = self._analyse(text)
-        return self._first_in_one_turn(self._stream(sequences, request), first_audio=True)
+        return self._first_in_one_turn(self._listened(sequences, request), first_audio=True)
+
+    def stream_arriving(
+        self, text: ArrivingText, options: SynthesisOptions | None = None
+    ) -> Iterator[AudioChunk]:
+        """Like ``stream`` where the text came whole in one piece, else like
+        ``stream_sentences`` (arriving.py tells which). Validates the options before returning."""
+        request = self._request(options)
+        return self._whole_or_arriving(text, request)
 
     def stream_sentences(
         self, sentences: Iterable[str], options: SynthesisOptions | None = None
@@ -267,6 +313,7 @@ class Engine:
             ),
             pause_scale=options.pause_scale,
             lead_s=options.lead_silence / 1000,
+            smooth_start=options.smooth_start,
             loudness=Leveller(
                 self.sample_rate,
                 options.volume,
@@ -290,6 +337,28 @@ class Engine:
             )
         return voice, style or voice.styles[0]
 
+    def _whole_or_arriving(self, text: ArrivingText, request: _Request) -> Iterator[AudioChunk]:
+        """A whole text over ``max_chars`` is spoken as it arrives, sentence by sentence (each
+        checked), as every text is that arrives in pieces."""
+        whole = text.whole()
+        if whole is None or len(whole) > self.max_chars:
+            yield from self._stream_arriving(text, request)
+            return
+        sequences = self._analyse(whole)
+        yield from self._first_in_one_turn(self._listened(sequences, request), first_audio=True)
+
+    def _listened(self, sequences: list[PhoneSequence], request: _Request) -> Generator[AudioChunk]:
+        """A whole text for a listener: a smooth start where asked for and this box needs one."""
+        speed = request.voice.decode_speed
+        smooth = (
+            request.smooth_start
+            and needs_smooth_start(speed.sentence_s_per_frame(), speed.frame_s)
+            and request.voice.has_duration_pass
+        )
+        if smooth:
+            return self._smooth_start(sequences, request)
+        return self._stream(sequences, request)
+
     def _stream(self, sequences: list[PhoneSequence], request: _Request) -> Generator[AudioChunk]:
         started = time.perf_counter()
         playback = _Playback()
@@ -303,6 +372,72 @@ class Engine:
                 playback,
             )
             started = time.perf_counter()
+
+    def _smooth_start(
+        self, sequences: list[PhoneSequence], request: _Request
+    ) -> Generator[AudioChunk]:
+        """The plan, then the lead of silence, then each sentence's pause sent ahead of it and
+        the sentence decoded in one run (smooth_start.py). A plan of several pause windows sends
+        silence between them once it has run ``_KEEP_ALIVE_AFTER_S``: it counts toward the
+        lead. The lead opens the first sentence, as its pause (the lead silence asked for
+        counts toward it)."""
+        lead = _Lead(sequences[0], self._silence_chunk)
+        windows = pause_windows([len(s.text) for s in sequences])
+        featured = self._first_alone(sequences, windows)
+        planned = [next(featured)]
+        pauses: list[float] = [0.0]
+        frames: list[float] = []
+        for window in windows:
+            part = [planned[-1], *itertools.islice(featured, len(window) - 1)]
+            spacing = self._window_spacing(part, request)
+            planned.extend(part[1:])
+            pauses.extend(spacing.pauses[1:])
+            frames.extend(spacing.frames[1:] if frames else spacing.frames)
+            if window is not windows[-1]:
+                yield from lead.keep_alive(_KEEP_ALIVE_AFTER_S)
+        if not windows:  # one sentence
+            durations = self._durations(*planned[0], request)
+            assert durations is not None
+            frames.append(float(durations.sum()))
+        speed = request.voice.decode_speed
+        cost = speed.sentence_s_per_frame()
+        assert cost is not None  # needs_smooth_start said the box is slower than real time
+        needed = smooth_lead_s(
+            (PlannedSentence(f, p) for f, p in zip(frames, pauses, strict=True)),
+            cost,
+            speed.frame_s,
+        )
+        yield from lead.until_speech(needed, request.lead_s)
+        playback = lead.playback
+        for index, (sequence, features) in enumerate(planned):
+            if index:
+                yield self._silence_chunk(sequence, pauses[index], playback)
+            yield from self._sentence(
+                sequence,
+                features,
+                None,
+                request,
+                time.perf_counter(),
+                playback,
+                early_piece=False,
+            )
+
+    def _silence_chunk(
+        self, sequence: PhoneSequence, seconds: float, playback: _Playback, opens: bool = True
+    ) -> AudioChunk:
+        """Silence sent ahead of the sentence's audio: its pause (``opens``), or more of it."""
+        pcm = silence(seconds, self.sample_rate)
+        chunk = AudioChunk(
+            pcm=pcm,
+            sample_rate=self.sample_rate,
+            text=sequence.text,
+            pause_before_s=pcm.shape[0] / self.sample_rate,
+            compute_s=0.0,
+            starts_sentence=opens,
+            ends_sentence=False,
+        )
+        playback.queue(chunk.audio_s)
+        return chunk
 
     def _chunk(
         self,
@@ -417,29 +552,31 @@ class Engine:
         self,
         sequence: PhoneSequence,
         char_features: CharFeatures,
-        pause_before: float,
+        pause_before: float | None,
         request: _Request,
         started: float,
         playback: _Playback,
+        early_piece: bool = True,
     ) -> Iterator[AudioChunk]:
         """The sentence's audio piece by piece, each decoded under the model lock (another
         request may take its turn between pieces), levelled (audio/loudness.py) and its f0
-        moved where asked (audio/pitch.py). Its first piece comes early, sized by the
-        ``playback`` clock so that the player is not left waiting mid-sentence, and its decoder
-        runs give way to a listener waiting for its first audio where its player has the audio
-        in hand for that (turns.py)."""
+        moved where asked (audio/pitch.py). Its first piece comes early (``early_piece``),
+        sized by the ``playback`` clock so that the player is not left waiting mid-sentence,
+        and its decoder runs give way to a listener waiting for its first audio where its
+        player has the audio in hand for that (turns.py). ``pause_before`` None: the pause has
+        been sent already, the sentence's chunks continue it."""
         decoded = decode_in_pieces(
             request.voice,
             self._sentence_input(sequence, char_features, request),
-            FIRST_PIECE_FRAMES,
-            (playback.lead_s(), pause_before),
+            FIRST_PIECE_FRAMES if early_piece else None,
+            (playback.lead_s(), pause_before or 0.0),
             _StreamRuns(self._model_lock, playback, self._check_open),
         )
         level = request.loudness.sentence()
         # After the leveller, whose gain is decided on the first piece as the model made it.
         shaped = request.pitch.sentence() if request.pitch.changes else None
         try:
-            starts = True
+            starts = pause_before is not None
             while (piece := self._run(next, decoded, None)) is not None:
                 samples = level.apply(piece.samples, piece.last)
                 if shaped is not None:
@@ -447,7 +584,7 @@ class Engine:
                 chunk = self._chunk(
                     sequence,
                     samples,
-                    pause_before,
+                    pause_before or 0.0,
                     time.perf_counter() - started,
                     starts,
                     piece.last,
@@ -466,6 +603,13 @@ class Engine:
         duration-predictor run over the window's text."""
         if not request.voice.has_duration_pass:
             return [0.0] + [MIN_PAUSE_S] * (len(sentences) - 1)
+        return self._window_spacing(sentences, request).pauses
+
+    def _window_spacing(
+        self, sentences: list[tuple[PhoneSequence, CharFeatures]], request: _Request
+    ) -> _Spacing:
+        """Pauses and predicted frames of a pause window's sentences, from one
+        duration-predictor run over the window's text (the voice has a duration pass)."""
         texts = [sequence.text for sequence, _ in sentences]
         whole = self._frontend.analyse("".join(texts))
         whole_features = self._features.join([features for _, features in sentences])
@@ -473,7 +617,7 @@ class Engine:
             (whole_features,) = self._run(self._features.char_features, [whole.text])
         durations = self._durations(whole, whole_features, request)
         assert durations is not None
-        return boundary_pauses(
+        pauses = boundary_pauses(
             texts,
             durations,
             whole.phones,
@@ -481,6 +625,7 @@ class Engine:
             self._seconds_per_frame(request),
             request.pause_scale,
         )
+        return _Spacing(pauses, sentence_frames(texts, durations, whole.word2ph))
 
     def _own_trailing_pause(
         self, sequence: PhoneSequence, char_features: CharFeatures, request: _Request
@@ -523,6 +668,53 @@ class Engine:
     def _check_open(self) -> None:
         if self._closed:
             raise YomiageError("the engine has been closed")
+
+
+class _Lead:
+    """The silence a smooth start sends before its first sentence's speech: while the plan runs
+    (keeping the player from giving up) and after it, until speech is due."""
+
+    def __init__(
+        self,
+        first: PhoneSequence,
+        silence_chunk: Callable[[PhoneSequence, float, _Playback, bool], AudioChunk],
+    ) -> None:
+        self.playback = _Playback()
+        self._first = first
+        self._silence_chunk = silence_chunk
+        self._started = time.perf_counter()
+        self._sent_s = 0.0
+        self._first_sent_at: float | None = None
+        self._last_sent_at: float | None = None
+
+    def keep_alive(self, after_s: float) -> Iterator[AudioChunk]:
+        """Silence for twice the time since the last was sent, where that is ``after_s`` or
+        more: the player stays ahead while the plan goes on."""
+        now = time.perf_counter()
+        since = now - (self._last_sent_at or self._started)
+        if since >= after_s:
+            yield self._send(2 * since, now)
+
+    def until_speech(self, needed_s: float, at_least_s: float) -> Iterator[AudioChunk]:
+        """The rest of the lead: speech ``needed_s`` from now, and ``at_least_s`` of silence
+        in all (the lead silence asked for)."""
+        now = time.perf_counter()
+        if self._first_sent_at is None:
+            more = needed_s
+        else:  # what was sent plays from when it was first sent
+            more = now + needed_s - (self._first_sent_at + self._sent_s)
+        more = max(more, at_least_s - self._sent_s)
+        if more > 0 or self._first_sent_at is None:
+            yield self._send(max(more, 0.0), now)
+
+    def _send(self, seconds: float, now: float) -> AudioChunk:
+        opens = self._first_sent_at is None
+        if opens:
+            self._first_sent_at = now
+        self._last_sent_at = now
+        chunk = self._silence_chunk(self._first, seconds, self.playback, opens)
+        self._sent_s += chunk.audio_s
+        return replace(chunk, compute_s=now - self._started)
 
 
 class _StreamRuns:

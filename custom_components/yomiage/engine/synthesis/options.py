@@ -29,7 +29,9 @@ class SynthesisOptions:
     """``speed`` > 1 speaks faster (SBV2's length_scale is its inverse). ``pitch`` and
     ``intonation`` move f0 after the model (audio/pitch.py; 1 and 1 leave the samples as they
     are). ``normalize`` brings each sentence to the loudness target (audio/loudness.py); off,
-    the model's raw output."""
+    the model's raw output. ``smooth_start``: a streamed message known whole, on a box that
+    synthesizes slower than real time, opens with just enough silence that it then plays
+    without a wait (synthesis/smooth_start.py)."""
 
     voice: str | None = None  # "speaker/style", "speaker" (its first style) or None (default voice)
     speed: float = 1.0
@@ -43,6 +45,7 @@ class SynthesisOptions:
     volume: float = 0.0
     lead_silence: float = 0.0
     normalize: bool = True
+    smooth_start: bool = True
 
     def validated(self) -> SynthesisOptions:
         for name, (low, high) in OPTION_LIMITS.items():
@@ -53,8 +56,10 @@ class SynthesisOptions:
                 raise InvalidOptionError(
                     f"{name} must be between {low:g} and {high:g}, not {value!r}"
                 )
-        if not isinstance(self.normalize, bool):
-            raise InvalidOptionError(f"normalize must be true or false, not {self.normalize!r}")
+        for switch in OPTION_SWITCHES:
+            value = getattr(self, switch)
+            if not isinstance(value, bool):
+                raise InvalidOptionError(f"{switch} must be true or false, not {value!r}")
         if self.voice is not None and not isinstance(self.voice, str):
             raise InvalidOptionError(f"voice must be text like 'speaker/style', not {self.voice!r}")
         return self
@@ -79,6 +84,8 @@ class SynthesisOptions:
 
 
 OPTION_NAMES: tuple[str, ...] = tuple(field.name for field in fields(SynthesisOptions))
+# The options that are on or off.
+OPTION_SWITCHES: tuple[str, ...] = ("normalize", "smooth_start")
 
 
 def _number(name: str, value: Any) -> float:

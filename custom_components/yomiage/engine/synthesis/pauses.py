@@ -65,6 +65,25 @@ def boundary_pauses(
     return pauses
 
 
+def sentence_frames(
+    sentence_texts: Sequence[str], durations: NDArray[np.float32], word2ph: NDArray[np.int64]
+) -> list[float]:
+    """Frames the duration pass predicts for each sentence of the whole text made of
+    ``sentence_texts`` (``durations`` and ``word2ph`` as for ``boundary_pauses``), as each is
+    synthesized alone: its characters' phones, and the padding phones the whole text has once
+    at either end and each sentence alone has too."""
+    first_phone = np.concatenate(([0], np.cumsum(word2ph)))
+    padding = float(durations[: first_phone[1]].sum() + durations[first_phone[-2] :].sum())
+    frames: list[float] = []
+    start = 0
+    for text in sentence_texts:
+        end = start + len(text)
+        own = float(durations[first_phone[start + 1] : first_phone[end + 1]].sum())
+        frames.append(own + padding)
+        start = end
+    return frames
+
+
 def trailing_pause(
     text: str,
     durations: NDArray[np.float32],

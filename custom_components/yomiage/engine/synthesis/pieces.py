@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -42,29 +43,38 @@ class DecodeSpeed:
     """How fast this machine decodes, learnt from the decoder's own runs. It sizes a streamed
     sentence's first piece: large enough that the rest of the sentence is decoded before that
     piece has played, so that playback never waits in the middle of a word (a wait between
-    sentences only lengthens a pause)."""
+    sentences only lengthens a pause). It also learns what a whole sentence costs per frame
+    (front and decoder runs), which sizes a smooth start (smooth_start.py)."""
 
     def __init__(self, frame_s: float) -> None:
-        self._frame_s = frame_s  # seconds of audio per latent frame
+        self.frame_s = frame_s  # seconds of audio per latent frame
         self._seconds_per_frame: float | None = None
+        self._sentence_s_per_frame: float | None = None
         self._lock = threading.Lock()
 
     def record(self, frames: int, seconds: float) -> None:
-        if frames <= 0:
-            return
-        observed = seconds / frames
+        if frames > 0:
+            with self._lock:
+                self._seconds_per_frame = _smoothed(self._seconds_per_frame, seconds / frames)
+
+    def record_sentence(self, frames: int, seconds: float) -> None:
+        """A sentence's front and decoder runs took ``seconds``, decoding ``frames``."""
+        if frames > 0:
+            with self._lock:
+                self._sentence_s_per_frame = _smoothed(self._sentence_s_per_frame, seconds / frames)
+
+    def sentence_s_per_frame(self) -> float | None:
+        """Seconds a sentence's synthesis (front and decoder) takes per latent frame; None
+        before any sentence."""
         with self._lock:
-            known = self._seconds_per_frame
-            self._seconds_per_frame = (
-                observed if known is None else known + _SMOOTHING * (observed - known)
-            )
+            return self._sentence_s_per_frame
 
     def expected_s(self, frames: int) -> float:
         """How long decoding ``frames`` (its overlap included) is expected to take, with the
         headroom the first piece is sized with; before any run, as long as their audio."""
         with self._lock:
             cost = self._seconds_per_frame
-        return frames * (self._frame_s if cost is None else cost * _SPEED_MARGIN)
+        return frames * (self.frame_s if cost is None else cost * _SPEED_MARGIN)
 
     def first_piece(
         self, frames: int, context: int, minimum: int, lead_s: float | None, pause_s: float = 0.0
@@ -80,15 +90,19 @@ class DecodeSpeed:
         """
         with self._lock:
             cost = self._seconds_per_frame
-        cost = self._frame_s if cost is None else cost * _SPEED_MARGIN
+        cost = self.frame_s if cost is None else cost * _SPEED_MARGIN
         if lead_s is None:
-            unbroken = (frames + context) * cost / (cost + self._frame_s)
+            unbroken = (frames + context) * cost / (cost + self.frame_s)
             wanted = min(unbroken, FIRST_AUDIO_BUDGET_S / cost - context)
         elif frames * cost <= lead_s:
             return frames
         else:
-            wanted = ((frames + 2 * context) * cost - lead_s - pause_s) / self._frame_s
+            wanted = ((frames + 2 * context) * cost - lead_s - pause_s) / self.frame_s
         return min(frames, max(minimum, math.ceil(wanted)))
+
+
+def _smoothed(known: float | None, observed: float) -> float:
+    return observed if known is None else known + _SMOOTHING * (observed - known)
 
 
 def decode_window(span: tuple[int, int], frames: int, context: int) -> tuple[int, int]:
@@ -133,14 +147,27 @@ def decode_in_pieces(
     before the sentence; see ``DecodeSpeed``), then the rest in pieces of at most
     ``MAX_DECODE_FRAMES``: together the samples of one whole run. One piece where the voice
     runs whole, or the sentence is short and ``first_frames`` is None. ``gate`` starts the
-    decoder runs (turns.py: a stream's may be cut short)."""
+    decoder runs (turns.py: a stream's may be cut short). The runs' time, not the caller's
+    between pieces, is what the sentence is learnt to cost, per frame decoded (a piece's
+    overlap included: a sentence decoded in one run, as a smooth start decodes it, has none)."""
+    speed = voice.decode_speed
+    started = time.perf_counter()
     fronted = voice.front(sentence)
     if fronted is None:
-        yield DecodedPiece(voice.synthesize(sentence), last=True)
+        samples = voice.synthesize(sentence)
+        speed.record_sentence(samples.shape[0] // voice.hop, time.perf_counter() - started)
+        yield DecodedPiece(samples, last=True)
         return
+    spent, decoded = time.perf_counter() - started, 0
     if first_frames is not None:
-        first_frames = voice.decode_speed.first_piece(
-            fronted.frames, fronted.context, first_frames, *lead
-        )
+        first_frames = speed.first_piece(fronted.frames, fronted.context, first_frames, *lead)
     for span in decode_spans(fronted.frames, first_frames, fronted.context, MAX_DECODE_FRAMES):
-        yield DecodedPiece(voice.decode(fronted, span, gate), span[1] == fronted.frames)
+        started = time.perf_counter()
+        samples = voice.decode(fronted, span, gate)
+        spent += time.perf_counter() - started
+        low, high = decode_window(span, fronted.frames, fronted.context)
+        decoded += high - low
+        last = span[1] == fronted.frames
+        if last:
+            speed.record_sentence(decoded, spent)
+        yield DecodedPiece(samples, last)

@@ -13,12 +13,13 @@ from numpy.typing import NDArray
 @dataclass(frozen=True)
 class AudioChunk:
     """Audio of one sentence, or a piece of it when streaming sends its start early. The first
-    piece of a sentence carries the pause before it, already at its start (digital silence)."""
+    piece of a sentence carries the pause before it, already at its start (digital silence); a
+    smooth start sends the pause as pieces of their own (silence only) ahead of the speech."""
 
     pcm: NDArray[np.int16]  # [samples], mono
     sample_rate: int
     text: str  # the normalised sentence this audio belongs to
-    pause_before_s: float  # 0 for every piece but a sentence's first
+    pause_before_s: float  # the silence at its start that is the sentence's pause
     compute_s: float
     starts_sentence: bool = True
     ends_sentence: bool = True
@@ -81,7 +82,7 @@ def _add_to_reports(reports: list[SentenceReport], chunk: AudioChunk) -> None:
     last = reports[-1]
     reports[-1] = SentenceReport(
         last.text,
-        last.pause_before_s,
+        last.pause_before_s + chunk.pause_before_s,
         last.audio_s + own_audio_s,
         last.compute_s + chunk.compute_s,
     )

@@ -90,6 +90,11 @@ class Voice:
         self.decode_speed = decode_speed or DecodeSpeed(config.hop_length / config.sample_rate)
 
     @property
+    def hop(self) -> int:
+        """Samples per latent frame."""
+        return self.files.config.hop_length
+
+    @property
     def has_duration_pass(self) -> bool:
         """Whether pauses come from the voice's durations: its duration graph, else the part of
         its synthesizer that computes them (the first call may prepare that part)."""

@@ -1,0 +1,46 @@
+"""Smooth start: a message known whole, on a box that synthesizes slower than real time, opens
+with just enough silence that no sentence is late once speech has begun.
+
+After the plan (every sentence's BERT features, pauses and predicted frames, engine.py), the
+sentences are synthesized one after the other: sentence k is ready when its runs and those
+before it are done, sum of frames_j x the learnt cost per frame (pieces.DecodeSpeed) for j <= k.
+It is due when the player reaches it: after the lead, the audio of the sentences before it and
+the pauses up to its own (a pause is sent ahead of its sentence, so it plays while the sentence
+is synthesized). The lead is the greatest lateness, with a margin for a frame count the duration
+pass only predicts and a box whose load changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# Over the predicted lateness: the duration pass draws its own noise (frames differ by a few
+# per cent from the synthesizer's), and the learnt cost is an average.
+LEAD_MARGIN = 1.1
+
+
+@dataclass(frozen=True)
+class PlannedSentence:
+    frames: float  # latent frames the duration pass predicts for it
+    pause_before_s: float  # silence sent before it (0 for the first: the lead is its pause)
+
+
+def needs_smooth_start(sentence_s_per_frame: float | None, frame_s: float) -> bool:
+    """Whether this box synthesizes slower than real time (a sentence costs more than it
+    plays); unknown before any sentence, taken as not."""
+    return sentence_s_per_frame is not None and sentence_s_per_frame > frame_s
+
+
+def smooth_lead_s(
+    sentences: Iterable[PlannedSentence], sentence_s_per_frame: float, frame_s: float
+) -> float:
+    """Seconds of silence from now until the first sentence's speech such that every sentence
+    is ready when due; 0 where none would be late."""
+    ready_s = due_s = late_s = 0.0
+    for sentence in sentences:
+        due_s += sentence.pause_before_s
+        ready_s += sentence.frames * sentence_s_per_frame
+        late_s = max(late_s, ready_s - due_s)
+        due_s += sentence.frames * frame_s
+    return late_s * LEAD_MARGIN

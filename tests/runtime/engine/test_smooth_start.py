@@ -1,0 +1,170 @@
+"""Smooth start on a box slower than real time: a message known whole opens with just enough
+silence that it then plays without a wait; text arriving in pieces keeps its early first audio.
+
+The box is made slow by sleeping after each decoder run for ``SLOWER`` times the audio it made,
+so that the engine synthesizes at ~1/SLOWER of real time, as on a Raspberry Pi. Each test has
+an engine of its own: what one learns of the box must not reach the session's engine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from custom_components.yomiage.engine import ArrivingText
+from custom_components.yomiage.engine.synthesis.engine import Engine
+from custom_components.yomiage.engine.synthesis.results import AudioChunk
+
+from .common import QUIET, SAMPLE_RATE, THREE_SENTENCES, slow_down
+
+SLOWER = 1.3  # seconds of decoding per second of audio made
+# How late a chunk may come before the player counts it as a wait: the test's own clock.
+JITTER_S = 0.03
+WARM_UP = "おはようございます。七時です。もうすぐ出かけましょう。"
+
+
+@dataclass(frozen=True)
+class Heard:
+    """A stream as a player starting with its first chunk hears it."""
+
+    arrivals: list[float]  # seconds from the request to each chunk
+    chunks: list[AudioChunk]
+
+    @property
+    def first_audio_s(self) -> float:
+        return self.arrivals[0]
+
+    @property
+    def lead_s(self) -> float:
+        """Silence at the start, before the first speech sample."""
+        audio = np.concatenate([chunk.pcm for chunk in self.chunks])
+        return int(np.flatnonzero(audio)[0]) / SAMPLE_RATE
+
+    def lateness_s(self) -> list[float]:
+        """For each chunk, how late it came against a player that started with the first chunk
+        and never waited (negative: early)."""
+        position, late = 0.0, []
+        for arrived, chunk in zip(self.arrivals, self.chunks, strict=True):
+            late.append(arrived - (self.arrivals[0] + position))
+            position += chunk.audio_s
+        return late
+
+    def waits_s(self) -> float:
+        """Seconds the player waited in all, each wait delaying what follows."""
+        played_until, waits = self.arrivals[0], 0.0
+        for arrived, chunk in zip(self.arrivals, self.chunks, strict=True):
+            waits += max(0.0, arrived - played_until - JITTER_S)
+            played_until = max(played_until, arrived) + chunk.audio_s
+        return waits
+
+    def least_lead_s(self) -> float:
+        """The least silence at the start that would have left no wait: the lead there was,
+        less the earliest any speech chunk came before it was due."""
+        first_speech = next(i for i, c in enumerate(self.chunks) if np.any(c.pcm))
+        return max(0.0, self.lead_s + max(self.lateness_s()[first_speech:]))
+
+
+def heard(chunks: Iterator[AudioChunk], started: float) -> Heard:
+    arrivals, kept = [], []
+    for chunk in chunks:
+        arrivals.append(time.perf_counter() - started)
+        kept.append(chunk)
+    return Heard(arrivals, kept)
+
+
+@pytest.fixture(scope="module")
+def slow_engine(tiny_bundle: Path) -> Iterator[Engine]:
+    """An engine on a box that decodes at 1/SLOWER of real time, having spoken once there."""
+    engine = Engine(tiny_bundle, device="cpu", threads=1)
+    with pytest.MonkeyPatch.context() as patch:
+        slow_down(engine, SLOWER, patch)
+        engine.load_all()  # learns the box as loading does
+        for _ in engine.stream(WARM_UP, QUIET):
+            pass
+        yield engine
+    engine.close()
+
+
+def listen(start: Callable[[], Iterator[AudioChunk]]) -> Heard:
+    started = time.perf_counter()
+    return heard(start(), started)
+
+
+@pytest.fixture(scope="module")
+def smooth(slow_engine: Engine) -> Heard:
+    return listen(lambda: slow_engine.stream(THREE_SENTENCES, QUIET))
+
+
+@pytest.fixture(scope="module")
+def plain(slow_engine: Engine) -> Heard:
+    options = QUIET.with_changes(smooth_start=False)
+    return listen(lambda: slow_engine.stream(THREE_SENTENCES, options))
+
+
+def test_a_whole_message_opens_with_the_least_silence_that_leaves_no_wait(
+    smooth: Heard, plain: Heard
+) -> None:
+    first = smooth.chunks[0]
+    assert not np.any(first.pcm) and first.starts_sentence and not first.ends_sentence
+    assert smooth.waits_s() == 0.0, f"lateness per chunk: {smooth.lateness_s()}"
+    least = smooth.least_lead_s()
+    assert least > 1.0  # the box is slow enough that a lead is needed at all
+    assert least <= smooth.lead_s <= 1.2 * least, (smooth.lead_s, least)
+    # Without it the same message, on the same box, stops to wait.
+    assert plain.waits_s() > 0.5
+    assert plain.lead_s < 0.05
+
+
+def test_the_speech_is_the_same_with_and_without_a_smooth_start(
+    smooth: Heard, plain: Heard
+) -> None:
+    def speech(heard: Heard) -> NDArray[np.int16]:
+        return np.trim_zeros(np.concatenate([chunk.pcm for chunk in heard.chunks]), "f")
+
+    np.testing.assert_array_equal(speech(smooth), speech(plain))
+    assert [c.text for c in smooth.chunks if c.starts_sentence] == [
+        c.text for c in plain.chunks if c.starts_sentence
+    ]
+
+
+def _arriving(*pieces: str) -> ArrivingText:
+    arriving = ArrivingText()
+    for piece in pieces:
+        arriving.add(piece)
+    arriving.finish()
+    return arriving
+
+
+def test_text_handed_over_whole_starts_smoothly_and_text_in_pieces_does_not(
+    slow_engine: Engine, smooth: Heard
+) -> None:
+    """Home Assistant hands an announcement over as one piece then the end, an LLM's reply in
+    many: only the first is known whole, the other keeps its early first audio."""
+    whole = listen(lambda: slow_engine.stream_arriving(_arriving(THREE_SENTENCES), QUIET))
+    first, _, rest = THREE_SENTENCES.partition("。")
+    pieces = listen(lambda: slow_engine.stream_arriving(_arriving(first + "。", rest), QUIET))
+    assert whole.lead_s == pytest.approx(smooth.lead_s, rel=0.2) and whole.waits_s() == 0.0
+    assert pieces.lead_s < 0.05
+    assert pieces.first_audio_s < 1.5 < whole.first_audio_s + whole.lead_s
+
+
+def test_a_lead_silence_asked_for_counts_toward_the_smooth_start(
+    slow_engine: Engine, smooth: Heard
+) -> None:
+    options = QUIET.with_changes(lead_silence=1000)
+    padded = listen(lambda: slow_engine.stream(THREE_SENTENCES, options))
+    assert padded.lead_s == pytest.approx(max(1.0, smooth.lead_s), abs=0.3)
+    assert padded.waits_s() == 0.0
+
+
+def test_no_smooth_start_where_the_box_keeps_up(engine: Engine) -> None:
+    for _ in engine.stream(THREE_SENTENCES, QUIET):  # the box learnt, as after any message
+        pass
+    chunks = list(engine.stream(THREE_SENTENCES, QUIET))
+    assert np.any(chunks[0].pcm), "a fast box starts with speech at once"

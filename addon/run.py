@@ -57,6 +57,7 @@ class AddonOptions:
     pitch: float  # f0 multiplier, for requests that do not set it
     intonation: float  # f0 excursions around a sentence's mean (0 flat), likewise
     normalize: bool
+    smooth_start: bool
     debug_logging: bool
 
     @classmethod
@@ -95,6 +96,7 @@ class AddonOptions:
             pitch=pitch,
             intonation=intonation,
             normalize=bool(raw.get("normalize", True)),
+            smooth_start=bool(raw.get("smooth_start", True)),
             debug_logging=bool(raw.get("debug_logging", False)),
         )
 
@@ -177,6 +179,8 @@ def serve_command(plan: VoicesPlan, options: AddonOptions, port: int) -> list[st
     command += ["--pitch", f"{options.pitch:g}", "--intonation", f"{options.intonation:g}"]
     if not options.normalize:
         command.append("--no-normalize")
+    if not options.smooth_start:
+        command.append("--no-smooth-start")
     if options.debug_logging:
         command.append("--debug")
     return command

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from yomiage_engine import OPTION_LIMITS, SynthesisOptions, default_cache_dir
+from yomiage_engine import OPTION_LIMITS, OPTION_SWITCHES, SynthesisOptions, default_cache_dir
 
 if TYPE_CHECKING:
     from yomiage_engine import Engine
@@ -56,8 +56,8 @@ def engine_from(args: argparse.Namespace) -> Engine:
 
 
 def add_synthesis_flags(parser: argparse.ArgumentParser, scope: str) -> None:
-    """``--speed`` … ``--lead-silence`` and ``--no-normalize``; ``scope`` says whom they are
-    for in the help ("for every request")."""
+    """``--speed`` … ``--lead-silence``, ``--no-normalize`` and ``--no-smooth-start``;
+    ``scope`` says whom they are for in the help ("for every request")."""
     for name, (low, high) in OPTION_LIMITS.items():
         default = getattr(_DEFAULTS, name)
         unit = _UNITS.get(name)
@@ -75,9 +75,16 @@ def add_synthesis_flags(parser: argparse.ArgumentParser, scope: str) -> None:
         action="store_false",
         help=f"{scope}: the model's raw loudness (default: -16 LUFS, true peak under -1 dBTP)",
     )
+    parser.add_argument(
+        "--no-smooth-start",
+        dest="smooth_start",
+        action="store_false",
+        help=f"{scope}: no lead of silence before a whole message on a box slower than real"
+        " time (default: just enough that it then plays without a wait)",
+    )
 
 
 def synthesis_options(args: argparse.Namespace, voice: str | None) -> SynthesisOptions:
     """The options the flags chose, checked."""
-    values = {name: getattr(args, name) for name in (*OPTION_LIMITS, "normalize")}
+    values = {name: getattr(args, name) for name in (*OPTION_LIMITS, *OPTION_SWITCHES)}
     return SynthesisOptions(voice=voice, **values).validated()

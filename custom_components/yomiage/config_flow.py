@@ -38,7 +38,6 @@ from .bundle_check import BundleCheckError, BundleSummary, probe_bundle, resolve
 from .const import (
     CONF_DEVICE,
     CONF_HOST,
-    CONF_NORMALIZE,
     CONF_PATH,
     CONF_PORT,
     CONF_REPO_ID,
@@ -58,6 +57,7 @@ from .const import (
     SOURCE_OFFICIAL,
     SOURCE_WYOMING,
     SYNTHESIS_NUMBERS,
+    SYNTHESIS_SWITCHES,
 )
 from .engine import OPTION_LIMITS, BundleError, YomiageError
 from .engine.bundle import Bundle
@@ -584,13 +584,15 @@ def _bundle_voices(path: str) -> tuple[dict[str, list[str]], str]:
 def _synthesis_fields(
     voices: dict[str, list[str]], current: dict[str, Any]
 ) -> dict[vol.Marker, Any]:
-    """Default voice, numbers and loudness normalisation, at their ``current`` values."""
+    """Default voice, numbers and switches (loudness, smooth start), at their ``current``
+    values."""
     fields: dict[vol.Marker, Any] = {
         vol.Required(CONF_VOICE, default=current[CONF_VOICE]): _voice_selector(voices)
     }
     for name in SYNTHESIS_NUMBERS:
         fields[vol.Required(name, default=current[name])] = _number_selector(name)
-    fields[vol.Required(CONF_NORMALIZE, default=current[CONF_NORMALIZE])] = BooleanSelector()
+    for name in SYNTHESIS_SWITCHES:
+        fields[vol.Required(name, default=current[name])] = BooleanSelector()
     return fields
 
 

@@ -37,6 +37,7 @@ CONF_INTONATION: Final = "intonation"
 CONF_VOLUME: Final = "volume"
 CONF_LEAD_SILENCE: Final = "lead_silence"
 CONF_NORMALIZE: Final = "normalize"
+CONF_SMOOTH_START: Final = "smooth_start"
 CONF_THREADS: Final = "threads"
 CONF_DEVICE: Final = "device"
 CONF_USER_DICTIONARY: Final = "user_dictionary"  # text, one `surface,reading,accent` a line
@@ -55,8 +56,10 @@ SYNTHESIS_NUMBERS: Final = (
     CONF_VOLUME,
     CONF_LEAD_SILENCE,
 )
+# Synthesis options that are on or off, in the order the options form shows them.
+SYNTHESIS_SWITCHES: Final = (CONF_NORMALIZE, CONF_SMOOTH_START)
 # Every synthesis option, on every entry (a server entry carries them to the server).
-SUPPORTED_OPTIONS: Final = [CONF_VOICE, *SYNTHESIS_NUMBERS, CONF_NORMALIZE]
+SUPPORTED_OPTIONS: Final = [CONF_VOICE, *SYNTHESIS_NUMBERS, *SYNTHESIS_SWITCHES]
 # The tts option that carries the active user dictionary's fingerprint: it is in the entity's
 # default options so that Home Assistant's cache key changes when the words do. It chooses
 # nothing: the dictionary is set in the entry's options.

@@ -8,12 +8,12 @@ from typing import Any
 
 from .const import (
     CONF_DEVICE,
-    CONF_NORMALIZE,
     CONF_THREADS,
     CONF_VOICE,
     DEFAULT_DEVICE,
     DEFAULT_THREADS,
     SYNTHESIS_NUMBERS,
+    SYNTHESIS_SWITCHES,
 )
 from .engine import SynthesisOptions
 
@@ -44,9 +44,9 @@ def synthesis_defaults(
     for name in SYNTHESIS_NUMBERS:
         if name in options or complete:
             values[name] = float(options.get(name, _SYNTHESIS_DEFAULTS[name]))
-    if CONF_NORMALIZE in options or complete:
-        default = _SYNTHESIS_DEFAULTS[CONF_NORMALIZE]
-        values[CONF_NORMALIZE] = bool(options.get(CONF_NORMALIZE, default))
+    for name in SYNTHESIS_SWITCHES:
+        if name in options or complete:
+            values[name] = bool(options.get(name, _SYNTHESIS_DEFAULTS[name]))
     return values
 
 

@@ -52,9 +52,9 @@ class LocalBackend:
     def stream(
         self, text: AsyncIterable[str], options: RequestOptions
     ) -> AsyncGenerator[SpeechPiece]:
-        arriving = ArrivingText()
+        arriving = ArrivingText()  # a message Home Assistant has whole comes as one piece
         # checks voice and options now
-        chunks = self.engine.stream_sentences(arriving, SynthesisOptions().with_values(options))
+        chunks = self.engine.stream_arriving(arriving, SynthesisOptions().with_values(options))
         return self._speak(text, arriving, chunks)
 
     async def async_close(self) -> None:
@@ -67,6 +67,7 @@ class LocalBackend:
             "backend": "local",
             "device": engine.device,
             "threads": engine.threads,
+            "speed_x_real_time": engine.speed_x_real_time,
             "sample_rate": engine.sample_rate,
             "default_voice": engine.default_voice,
             "bert_graph": bundle.relative(bundle.bert_q8),

@@ -5,10 +5,14 @@ Prepared a few minutes early, the later ``tts.speak`` on a media player (or a pl
 TTS media source) finds the audio under the same cache key (message, language, options, engine)
 and plays at once: the engine is not run again. A prepared message never played costs only
 cache space, as Home Assistant's cache rules. (An Assist satellite's announcement adds its
-pipeline's voice and its own audio format to the options: not matched yet.)
+pipeline's voice and its own audio format to the options: not matched yet.) Nobody listens while
+a message is prepared: it is rendered without a smooth start's lead of silence, which would
+otherwise be cached with it and played later for nothing.
 """
 
 from __future__ import annotations
+
+from contextvars import ContextVar
 
 import voluptuous as vol
 from homeassistant.components import tts
@@ -24,6 +28,9 @@ SERVICE_PREPARE = "prepare"
 ATTR_MESSAGE = "message"
 ATTR_LANGUAGE = "language"
 ATTR_OPTIONS = "options"
+# True inside a prepare: the Yomiage entity then renders without a smooth start (the module's
+# docstring). Home Assistant runs the synthesis in the action's context, or in tasks made from it.
+PREPARING: ContextVar[bool] = ContextVar("yomiage_preparing", default=False)
 
 PREPARE_SCHEMA = vol.Schema(
     {
@@ -44,6 +51,16 @@ async def _async_prepare(call: ServiceCall) -> None:
     (its file cache too, where that is on), as ``tts.speak`` with these options will ask."""
     hass = call.hass
     registry = er.async_get(hass)
+    preparing = PREPARING.set(True)
+    try:
+        await _async_prepare_each(hass, registry, call)
+    finally:
+        PREPARING.reset(preparing)
+
+
+async def _async_prepare_each(
+    hass: HomeAssistant, registry: er.EntityRegistry, call: ServiceCall
+) -> None:
     for entity_id in call.data[ATTR_ENTITY_ID]:
         entry = registry.async_get(entity_id)
         if entry is None or entry.platform != DOMAIN or entry.domain != Platform.TTS:

@@ -16,10 +16,18 @@ from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from . import YomiageConfigEntry
 from .backend import SpeechPiece, Timing
-from .const import CONF_VOICE, DEFAULT_LANGUAGE, DOMAIN, LANGUAGES, SUPPORTED_OPTIONS
+from .const import (
+    CONF_SMOOTH_START,
+    CONF_VOICE,
+    DEFAULT_LANGUAGE,
+    DOMAIN,
+    LANGUAGES,
+    SUPPORTED_OPTIONS,
+)
 from .engine import SynthesisOptions, YomiageError
 from .engine.audio.wav import wav_file, wav_stream_header
 from .entry_options import synthesis_defaults, voice_choices
+from .services import PREPARING
 
 try:  # Home Assistant 2025.7 and later export it from the package
     from homeassistant.components.tts import TTSAudioResponse  # type: ignore[attr-defined]
@@ -97,8 +105,11 @@ class YomiageTTSEntity(TextToSpeechEntity):
         return "wav", wav_file(piece.pcm, piece.sample_rate)
 
     async def async_stream_tts_audio(self, request: TTSAudioRequest) -> TTSAudioResponse:
-        """One WAV header, then PCM per sentence as soon as the text of each has arrived."""
+        """One WAV header, then PCM per sentence as soon as the text of each has arrived. A
+        message being prepared goes into the cache without a smooth start (services.py)."""
         synthesis_options = self._synthesis_options(request.options)
+        if PREPARING.get():
+            synthesis_options[CONF_SMOOTH_START] = False
         with _translated_errors():  # checks voice and options now, before any audio is promised
             pieces = self._data.backend.stream(request.message_gen, synthesis_options)
         return TTSAudioResponse("wav", self._wav_stream(pieces))

@@ -28,7 +28,7 @@ def record_engine_calls(entry: ConfigEntry, monkeypatch: pytest.MonkeyPatch) -> 
     """The names of the engine's synthesis methods, in the order Home Assistant calls them."""
     engine = engine_of(entry)
     used: list[str] = []
-    for method in ("synthesize", "stream", "stream_sentences"):
+    for method in ("synthesize", "stream", "stream_sentences", "stream_arriving"):
         original = getattr(engine, method)
 
         def recorded(*args: Any, _method: str = method, _original: Any = original) -> Any:

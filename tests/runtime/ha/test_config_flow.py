@@ -206,6 +206,7 @@ async def test_options_flow_changes_defaults_and_reloads(
         "volume": -3.0,
         "lead_silence": 200.0,
         "normalize": False,
+        "smooth_start": False,
         CONF_THREADS: 1.0,  # the number selector gives floats
         CONF_DEVICE: "cpu",
     }

@@ -183,6 +183,7 @@ async def test_diagnostics_show_no_outside_paths_and_redact_tokens(
     engine = diagnostics["engine"]
     assert engine["device"] == "cpu"
     assert engine["threads"] >= 1
+    assert engine["speed_x_real_time"] > 1  # learnt from what it spoke: the tiny voice is fast
     assert set(engine["speakers"]) == set(engine_of(mock_entry).voices)
     for speaker in engine["speakers"].values():
         assert speaker["synthesizer"].startswith(str(SPEAKERS))

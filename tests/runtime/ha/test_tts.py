@@ -81,6 +81,7 @@ async def test_languages_and_options(hass: HomeAssistant, entity_id: str) -> Non
         "volume",
         "lead_silence",
         "normalize",
+        "smooth_start",
     }
 
 
@@ -129,7 +130,7 @@ async def test_home_assistant_asks_for_a_stream_even_for_a_whole_message(
     used = record_engine_calls(hass.config_entries.async_entries("yomiage")[0], monkeypatch)
     extension, data = await _audio(hass, entity_id, "おはようございます。七時です。", QUIET)
     assert extension == "mp3" and len(data) > 1000
-    assert used == ["stream_sentences"]
+    assert used == ["stream_arriving"]
 
 
 async def test_preferred_wav_is_44k_16bit_mono(hass: HomeAssistant, entity_id: str) -> None:

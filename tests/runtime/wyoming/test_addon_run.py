@@ -123,6 +123,7 @@ def test_commands_are_the_ones_the_cli_understands(run: ModuleType, tmp_path: Pa
         pitch=1.1,
         intonation=0.5,
         normalize=False,
+        smooth_start=False,
         debug_logging=True,
     )
     plan = run.plan_voices(options, tmp_path)
@@ -149,20 +150,22 @@ def test_commands_are_the_ones_the_cli_understands(run: ModuleType, tmp_path: Pa
         3,
         True,
     )
-    assert (served.volume, served.pitch, served.intonation, served.normalize) == (
-        -4.5,
-        1.1,
-        0.5,
-        False,
-    )
+    assert (
+        served.volume,
+        served.pitch,
+        served.intonation,
+        served.normalize,
+        served.smooth_start,
+    ) == (-4.5, 1.1, 0.5, False, False)
     assert served.graph_cache == tmp_path / "prepared-graphs"  # kept across restarts
     default = parser.parse_args(["serve", *run.serve_command(plan, _options(run), 10200)[3:]])
-    assert (default.volume, default.pitch, default.intonation, default.normalize) == (
-        0.0,
-        1.0,
-        1.0,
-        True,
-    )
+    assert (
+        default.volume,
+        default.pitch,
+        default.intonation,
+        default.normalize,
+        default.smooth_start,
+    ) == (0.0, 1.0, 1.0, True, True)
     for name, bad in [("volume", 12), ("pitch", 0.1), ("intonation", 3), ("pitch", True)]:
         with pytest.raises(run.AddonError, match=name):
             _options(run, **{name: bad})

@@ -9,7 +9,7 @@ import asyncio
 import shutil
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 
 import pytest
@@ -45,7 +45,9 @@ async def _until(condition: Callable[[], bool], timeout_s: float = 60) -> None:
         await asyncio.sleep(0.05)
 
 
-async def _briefing(hass: HomeAssistant, entity_id: str, alarm: datetime) -> None:
+async def _briefing(
+    hass: HomeAssistant, entity_id: str, alarm: datetime, alarm_entity: str = ""
+) -> None:
     target = Path(hass.config.path("blueprints", "automation", "yomiage"))
     await hass.async_add_executor_job(
         lambda: shutil.copytree(BLUEPRINT, target, dirs_exist_ok=True)
@@ -55,6 +57,7 @@ async def _briefing(hass: HomeAssistant, entity_id: str, alarm: datetime) -> Non
             "path": f"yomiage/{NAME}",
             "input": {
                 "alarm_time": alarm.strftime("%H:%M:%S"),
+                "alarm_entity": alarm_entity,
                 "media_player": "media_player.bedroom",
                 "tts_entity": entity_id,
                 "voice": "tiny-b/Happy",
@@ -67,32 +70,55 @@ async def _briefing(hass: HomeAssistant, entity_id: str, alarm: datetime) -> Non
     await hass.async_block_till_done()
 
 
+@pytest.mark.parametrize("alarm_from", ["time", "input_datetime"])
 async def test_the_briefing_is_prepared_ahead_and_plays_on_time_from_the_cache(
     hass: HomeAssistant,
     hass_client: ClientSessionGenerator,
     loaded_entry: MockConfigEntry,
     entity_id: str,
     monkeypatch: pytest.MonkeyPatch,
+    alarm_from: str,
 ) -> None:
+    """The alarm as a time of day in the blueprint, or held by an input_datetime (the alarm
+    time given then is another, and must not count). The clock is fired and, for the
+    templates' now(), moved."""
     assert await async_setup_component(hass, "media_source", {})
     runs = record_engine_calls(loaded_entry, monkeypatch)
     plays: list[ServiceCall] = async_mock_service(hass, "media_player", "play_media")
     alarm = (dt_util.now() + timedelta(minutes=30)).replace(second=0, microsecond=0)
-    await _briefing(hass, entity_id, alarm)
+    if alarm_from == "time":
+        await _briefing(hass, entity_id, alarm)
+    else:
+        held = {"has_time": True, "initial": alarm.strftime("%H:%M:%S")}
+        assert await async_setup_component(
+            hass, "input_datetime", {"input_datetime": {"alarm": held}}
+        )
+        await _briefing(hass, entity_id, alarm - timedelta(minutes=5), "input_datetime.alarm")
 
-    async_fire_time_changed(hass, alarm - timedelta(minutes=10, seconds=30))
+    moved: list[datetime] = []
+
+    def now(time_zone: tzinfo | None = None) -> datetime:
+        return moved[-1].astimezone(time_zone or dt_util.get_default_time_zone())
+
+    def at(moment: datetime) -> None:
+        if not moved:  # templates read now() from here on: what the fired clock says
+            monkeypatch.setattr(dt_util, "now", now)
+        moved.append(moment)
+        async_fire_time_changed(hass, moment)
+
+    at(alarm - timedelta(minutes=15))
     await asyncio.sleep(0.2)
     assert (runs, plays) == ([], []), "nothing before the lead"
 
-    async_fire_time_changed(hass, alarm - timedelta(minutes=10))
+    at(alarm - timedelta(minutes=10))
     await _until(lambda: bool(runs))
-    assert runs == ["stream_sentences"]  # prepared, as Home Assistant streams it
+    assert runs == ["stream_arriving"]  # prepared, as Home Assistant streams it
     await asyncio.sleep(0.2)
     assert plays == [], "prepared, not played: the alarm is ten minutes away"
 
     def alarm_rang() -> bool:
         # Fired until the run, done preparing, waits for the alarm and is woken by it.
-        async_fire_time_changed(hass, alarm + timedelta(seconds=1))
+        at(alarm + timedelta(seconds=1))
         return len(plays) == 1
 
     await _until(alarm_rang)
@@ -100,6 +126,6 @@ async def test_the_briefing_is_prepared_ahead_and_plays_on_time_from_the_cache(
     media = await media_source.async_resolve_media(hass, plays[0].data["media_content_id"], None)
     response = await (await hass_client()).get(str(media.url))
     assert response.status == 200 and len(await response.read()) > 1000
-    assert runs == ["stream_sentences"], "played from the cache: no synthesis at the alarm"
+    assert runs == ["stream_arriving"], "played from the cache: no synthesis at the alarm"
     # Off, as a user turns it off: its trigger for tomorrow's alarm goes with it.
     await hass.services.async_call("automation", "turn_off", {"entity_id": "all"}, blocking=True)

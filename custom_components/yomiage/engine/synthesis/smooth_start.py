@@ -16,8 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 # Over the predicted lateness: the duration pass draws its own noise (frames differ by a few
-# per cent from the synthesizer's), and the learnt cost is an average.
-LEAD_MARGIN = 1.1
+# per cent from the synthesizer's), and the learnt cost is an average, learnt partly from
+# sentences decoded in pieces, which a CPU quota runs a little faster per frame than whole ones
+# (docs/PERFORMANCE.md, "Smooth start": 1.1 left an Assist reply up to 1.1 s of waits there).
+LEAD_MARGIN = 1.15
 
 
 @dataclass(frozen=True)

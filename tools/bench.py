@@ -77,6 +77,11 @@ TEXTS = {
         "リビングの照明をつけました。現在の室温は二十二度、湿度は四十五パーセントです。"
         "ほかに何かお手伝いできることはありますか？"
     ),
+    # An Assist reply whose first sentence is long (25 characters): its first audio waits on it.
+    "assist_long": (
+        "駅前の小さなパン屋は、毎朝早くから店を開けています。"
+        "今日のおすすめはクロワッサンです。売り切れる前に行きましょう。"
+    ),
 }
 QUICK_TEXTS = ("short", "assist")
 TTFA_TEXT = "assist"  # the streaming target: first audio of a three-sentence Assist reply

@@ -3,7 +3,8 @@
     python -m tools.bench_worker --impl yomiage|hayakoe --bundle DIR --voice SPEAKER/STYLE
 
 Reads one JSON command per line on stdin and answers one JSON line on stdout:
-``{"cmd": "load"}``, ``{"cmd": "synth", "text": ...}``, ``{"cmd": "stream", "text": ...}``,
+``{"cmd": "load"}``, ``{"cmd": "synth", "text": ...}``, ``{"cmd": "stream", "text": ...,
+"whole": bool, "in_pieces": bool}``,
 ``{"cmd": "during", "reply": ..., "announcement": ..., "after_s": ...}``, ``{"cmd": "memory"}``,
 ``{"cmd": "quit"}``. Anything the libraries print goes to stderr, so that
 stdout carries only answers. Runs under the venv of the engine it measures (.venv for Yomiage,
@@ -22,13 +23,22 @@ import time
 import traceback
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, NamedTuple, Protocol, TextIO
 
 MEMORY_FIELDS = ("VmHWM", "VmRSS", "RssAnon", "RssFile")
 # Yomiage's threads per run, where set (tools.pi_bench --threads); else the engine reads the box.
 THREADS_VARIABLE = "YOMIAGE_BENCH_THREADS"
 # Synthesis options over the defaults, as a JSON object (tools.bench --peer pitch).
 OPTIONS_VARIABLE = "YOMIAGE_BENCH_OPTIONS"
+
+
+# The text's pieces as an LLM writes them (``in_pieces``): a few characters each.
+PIECE_CHARS = 6
+
+
+class Piece(NamedTuple):
+    samples: int
+    silent: int  # samples of digital silence it starts with (all of them: silence only)
 
 
 class Engine(Protocol):
@@ -38,8 +48,15 @@ class Engine(Protocol):
     def synthesize(self, text: str) -> int:
         """Samples of the whole text."""
 
-    def stream(self, text: str) -> Generator[int, None, None]:
-        """Samples of each piece as it is ready."""
+    def stream(self, text: str, in_pieces: bool) -> Generator[Piece, None, None]:
+        """Each piece as it is ready; ``in_pieces``: the text arrives a few characters at a
+        time, as an LLM writes it (where the engine can take it so)."""
+
+
+def piece(samples: Any) -> Piece:
+    """A piece of audio (a numpy array) as the timing needs it."""
+    spoken = samples.nonzero()[0]
+    return Piece(len(samples), int(spoken[0]) if len(spoken) else len(samples))
 
 
 def memory() -> dict[str, int]:
@@ -55,8 +72,8 @@ def memory() -> dict[str, int]:
 
 class Yomiage:
     def __init__(self, bundle: Path, voice: str) -> None:
+        from yomiage_engine import ArrivingText, SynthesisOptions
         from yomiage_engine import Engine as YomiageEngine
-        from yomiage_engine import SynthesisOptions
 
         self.imported = time.perf_counter()
         threads = os.environ.get(THREADS_VARIABLE)
@@ -65,16 +82,21 @@ class Yomiage:
         chosen = json.loads(os.environ.get(OPTIONS_VARIABLE) or "{}")
         self.options = SynthesisOptions(voice=voice).with_values(chosen)
         self.rate = self.engine.sample_rate
+        self.arriving = ArrivingText
 
     def synthesize(self, text: str) -> int:
         return int(self.engine.synthesize(text, self.options).audio.shape[0])
 
-    def stream(self, text: str) -> Generator[int, None, None]:
-        # The way Home Assistant asks for speech: the whole message as one arriving piece.
-        arriving = self.engine.stream_sentences([text], self.options)
-        with contextlib.closing(arriving) as chunks:
+    def stream(self, text: str, in_pieces: bool) -> Generator[Piece, None, None]:
+        # The way Home Assistant asks for speech: a message it has whole as one piece, then the
+        # end; an LLM's reply as it is written.
+        arriving = self.arriving()
+        for start in range(0, len(text), PIECE_CHARS if in_pieces else len(text)):
+            arriving.add(text[start : start + (PIECE_CHARS if in_pieces else len(text))])
+        arriving.finish()
+        with contextlib.closing(self.engine.stream_arriving(arriving, self.options)) as chunks:
             for chunk in chunks:
-                yield int(chunk.pcm.shape[0])
+                yield piece(chunk.pcm)
 
 
 class Hayakoe:
@@ -91,10 +113,11 @@ class Hayakoe:
     def synthesize(self, text: str) -> int:
         return len(self.speaker.generate(text, style=self.style).data)
 
-    def stream(self, text: str) -> Generator[int, None, None]:
+    def stream(self, text: str, in_pieces: bool) -> Generator[Piece, None, None]:
+        # hayakoe takes whole text only.
         with contextlib.closing(self.speaker.stream(text, style=self.style)) as pieces:
-            for piece in pieces:
-                yield len(piece.data)
+            for audio in pieces:
+                yield piece(audio.data)
 
 
 IMPLEMENTATIONS: dict[str, Callable[[Path, str], Engine]] = {
@@ -114,24 +137,31 @@ def timed_synthesis(engine: Engine, text: str) -> dict[str, float]:
     }
 
 
-def timed_stream(engine: Engine, text: str, whole: bool = False) -> dict[str, float]:
-    """Seconds until the first piece of audio. With ``whole``, the rest too: seconds until the
-    last piece, and how long a player that starts with the first piece would wait for audio in
-    between (each wait either stretches a pause or stops a word). Without it the rest is not
-    synthesised (timed_synthesis measures the whole), which keeps a benchmark run short."""
+def timed_stream(
+    engine: Engine, text: str, whole: bool = False, in_pieces: bool = False
+) -> dict[str, float]:
+    """Seconds until the first piece of audio, and until a player that starts with it reaches
+    the first speech (past a lead of silence). With ``whole``, the rest too: seconds until the
+    last piece, and how long that player would wait for audio after starting (each wait either
+    stretches a pause or stops a word). Without it the rest is not synthesised
+    (timed_synthesis measures the whole), which keeps a benchmark run short."""
     started, cpu = time.perf_counter(), time.process_time()
     figures: dict[str, float] = {}
     played_until = waits = 0.0
-    with contextlib.closing(engine.stream(text)) as pieces:
-        for samples in pieces:
+    with contextlib.closing(engine.stream(text, in_pieces)) as pieces:
+        for audio in pieces:
             now = time.perf_counter() - started
             if not figures:
-                figures = {"first_audio_s": now, "first_piece_s": samples / engine.rate}
+                figures = {"first_audio_s": now, "first_piece_s": audio.samples / engine.rate}
                 played_until = now
+            else:
+                waits += max(0.0, now - played_until)
+                played_until = max(played_until, now)
+            if "speech_s" not in figures and audio.silent < audio.samples:
+                figures["speech_s"] = played_until + audio.silent / engine.rate
                 if not whole:
                     break
-            waits += max(0.0, now - played_until)
-            played_until = max(played_until, now) + samples / engine.rate
+            played_until += audio.samples / engine.rate
     if whole:
         figures["waits_s"] = waits
         figures["last_audio_s"] = now
@@ -188,7 +218,12 @@ class Worker:
             return timed_during(
                 self.engine, command["reply"], command["announcement"], float(command["after_s"])
             )
-        return timed_stream(self.engine, command["text"], bool(command.get("whole")))
+        return timed_stream(
+            self.engine,
+            command["text"],
+            bool(command.get("whole")),
+            bool(command.get("in_pieces")),
+        )
 
     def load(self) -> dict[str, Any]:
         """Import the library and load one speaker (BERT, synthesizer, duration predictor)."""

@@ -11,10 +11,13 @@ is not ready) can be measured here. ARM itself is checked apart (tests/arm64).
 Yomiage's graph cache is prepared first, uncapped (its first start ever is not what is measured
 here). The cap: one hayakoe process, its cap changed until the short text runs at 0.30 +- 0.04x
 real time. Then, repetition by repetition, the engines alternating, each in a fresh process that
-starts and loads inside the cap: the Assist reply and the long text streamed to their end the way
-Home Assistant asks (first audio, the playback waits a player starting with the first piece would
-hear, the time to the last piece), and the 3-sentence text synthesised (speed factor, CPU seconds
-per audio second). Needs root. Written to the output folder: pi.json, pi.md.
+starts and loads inside the cap: two Assist replies as an LLM writes them (a few characters at a
+time; hayakoe takes whole text) to their first speech, one of them with a long first sentence;
+the Assist reply and the long text (an eight-sentence announcement) handed over whole, as Home
+Assistant hands a message it has whole, streamed to their end (first audio, first speech past a
+smooth start's lead, the playback waits a player starting with the first piece would hear, the
+time to the last piece); and the 3-sentence text synthesised (speed factor, CPU seconds per
+audio second). Needs root. Written to the output folder: pi.json, pi.md.
 
 Yomiage takes as many threads as the cap grants whole CPUs (engine/onnx/cores.py: one here), as
 it would in a container with a CPU limit; a Pi has no such limit and runs one thread per core,
@@ -51,7 +54,8 @@ PI_SPEED = 0.30  # hayakoe 1.3.1 on a Raspberry Pi 4B, x real time (the brief's 
 PI_TOLERANCE = 0.04
 CALIBRATION_TEXT = "short"
 MAX_PROBES = 8
-STREAMED = ("assist", "long")  # streamed to their end
+STREAMED = ("assist", "long")  # handed over whole, streamed to their end
+AS_WRITTEN = ("assist", "assist_long")  # arriving as an LLM writes them, to their first speech
 SYNTHESISED = "medium"  # the 3-sentence text: speed factor
 
 
@@ -87,6 +91,9 @@ def measure(cap: CpuCap, cpus: float, config: Config, plan: Plan) -> dict[str, f
     worker = Worker(config, plan, cap)
     try:
         figures = {"ready_s": worker.load()["ready_s"]}
+        for name in AS_WRITTEN:
+            written = worker.ask("stream", text=TEXTS[name], in_pieces=True)
+            figures.update({f"{name}_written_{key}": value for key, value in written.items()})
         for name in STREAMED:
             streamed = worker.ask("stream", text=TEXTS[name], whole=True)
             figures.update({f"{name}_{key}": value for key, value in streamed.items()})
@@ -115,10 +122,10 @@ def run(configs: Sequence[Config], plan: Plan, name: str) -> dict[str, Any]:
                 runs = results["runs"].setdefault(config.name, {})
                 for key, value in figures.items():
                     runs.setdefault(key, []).append(value)
-                first, last = figures["assist_first_audio_s"], figures["long_last_audio_s"]
+                first, last = figures["assist_written_speech_s"], figures["long_last_audio_s"]
                 _progress(
-                    f"rep {rep + 1}: {config.name} first audio {first:.2f} s,"
-                    f" long text to its end {last:.1f} s"
+                    f"rep {rep + 1}: {config.name} Assist first speech {first:.2f} s, long text"
+                    f" to its end {last:.1f} s, waiting {figures['long_waits_s']:.1f} s"
                 )
     return results
 
@@ -134,7 +141,9 @@ class Row:
 
 
 def rows(results: dict[str, Any], ours: str, peer: str) -> list[Row]:
-    """Issue 20's targets under the cap (medians of the repetitions; first audio's worst too)."""
+    """Issues 20's and 30's targets under the cap (medians of the repetitions; the worst first
+    speech too). Speech, not silence, is what an Assist user waits for: a smooth start's lead is
+    first audio but not first speech."""
     mine, theirs = results["runs"][ours], results["runs"][peer]
 
     def median(runs: dict[str, list[float]], key: str) -> float:
@@ -144,35 +153,53 @@ def rows(results: dict[str, Any], ours: str, peer: str) -> list[Row]:
         pairs = zip(runs[f"{SYNTHESISED}_audio_s"], runs[f"{SYNTHESISED}_compute_s"], strict=True)
         return statistics.median(audio / compute for audio, compute in pairs)
 
-    first, worst = median(mine, "assist_first_audio_s"), max(mine["assist_first_audio_s"])
-    waits, peer_waits = median(mine, "assist_waits_s"), median(theirs, "assist_waits_s")
+    def row(name: str, key: str, goal: str = "-", met: Any = None) -> Row:
+        ours_value, peer_value = median(mine, key), median(theirs, key)
+        return Row(name, ours_value, peer_value, goal, None if met is None else met(ours_value))
+
+    worst = max(mine["assist_written_speech_s"])
+    peer_waits = median(theirs, "assist_waits_s")
     long_s, peer_long_s = median(mine, "long_last_audio_s"), median(theirs, "long_last_audio_s")
     cost = median(mine, f"{SYNTHESISED}_cpu_s") / median(mine, f"{SYNTHESISED}_audio_s")
     peer_cost = median(theirs, f"{SYNTHESISED}_cpu_s") / median(theirs, f"{SYNTHESISED}_audio_s")
     return [
-        Row(
-            "first audio, Assist reply (s)",
-            first,
-            median(theirs, "assist_first_audio_s"),
+        row(
+            "first speech, Assist reply as an LLM writes it (s)",
+            "assist_written_speech_s",
             "<= 2.5 s",
-            first <= 2.5,
+            lambda value: value <= 2.5,
         ),
         Row(
-            "first audio, Assist reply, worst (s)",
+            "first speech, Assist reply as written, worst (s)",
             worst,
-            max(theirs["assist_first_audio_s"]),
+            max(theirs["assist_written_speech_s"]),
             "<= 4 s",
             worst <= 4.0,
         ),
-        Row(
-            "playback waits, Assist reply (s)",
-            waits,
-            peer_waits,
+        row(
+            "first speech, Assist reply with a long first sentence (s)",
+            "assist_long_written_speech_s",
+            "<= 2.5 s",
+            lambda value: value <= 2.5,
+        ),
+        row("first audio, Assist reply handed whole (s)", "assist_first_audio_s"),
+        row("first speech, Assist reply handed whole (s)", "assist_speech_s"),
+        row(
+            "playback waits, Assist reply handed whole (s)",
+            "assist_waits_s",
             "<= 0.5x peer",
-            waits <= 0.5 * peer_waits,
+            lambda value: value <= 0.5 * peer_waits,
+        ),
+        row("first audio, announcement handed whole (s)", "long_first_audio_s"),
+        row("first speech, announcement handed whole (s)", "long_speech_s"),
+        row(
+            "playback waits, announcement handed whole (s)",
+            "long_waits_s",
+            "0",
+            lambda value: value <= 0.05,
         ),
         Row(
-            "long text streamed to its end (s)",
+            "announcement streamed to its end (s)",
             long_s,
             peer_long_s,
             ">= 2x faster",

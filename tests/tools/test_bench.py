@@ -223,17 +223,27 @@ def test_a_failing_announcement_fails_the_measurement() -> None:
 
 
 class _Pieces:
-    """A made-up engine: one piece of audio per character, 0.02 s each."""
+    """A made-up engine: one piece of audio per character, 0.02 s each ("_": silence)."""
 
     rate = 10
     imported = 0.0
 
     def synthesize(self, text: str) -> int:
-        return sum(self.stream(text))
+        return sum(piece.samples for piece in self.stream(text, in_pieces=False))
 
-    def stream(self, text: str) -> Generator[int, None, None]:
+    def stream(self, text: str, in_pieces: bool) -> Generator[bench_worker.Piece, None, None]:
         for character in text:
             if character == "!":
                 raise ValueError("announcement failed")
             time.sleep(0.02)
-            yield 1
+            yield bench_worker.Piece(1, 1 if character == "_" else 0)
+
+
+def test_a_stream_is_timed_to_its_first_speech_as_a_player_hears_it() -> None:
+    """A lead of silence (three pieces of 0.1 s here) is first audio, not speech: speech comes
+    when a player that started with the first piece reaches it."""
+    timed = bench_worker.timed_stream(_Pieces(), "___ab", whole=True)
+    assert timed["speech_s"] == pytest.approx(timed["first_audio_s"] + 0.3, abs=0.01)
+    assert timed["waits_s"] == 0.0  # each piece came long before it was due
+    quick = bench_worker.timed_stream(_Pieces(), "___ab")
+    assert quick["speech_s"] == pytest.approx(timed["speech_s"], abs=0.03)

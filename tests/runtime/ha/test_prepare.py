@@ -3,6 +3,7 @@ later ``tts.speak`` plays it at once without running the engine (issue 30: wake-
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -112,9 +113,12 @@ async def test_on_a_slow_box_a_message_starts_smoothly_but_is_prepared_without_t
             {"entity_id": entity_id, "message": MESSAGE, "options": {**wav, "speed": 1.1}},
             blocking=True,
         )
-    runs = record_engine_calls(loaded_entry, pytest.MonkeyPatch())
-    _, prepared = await _media_audio(hass, entity_id, MESSAGE, {**wav, "speed": 1.1})
+        runs = record_engine_calls(loaded_entry, patch)
+        asked = time.perf_counter()
+        _, prepared = await _media_audio(hass, entity_id, MESSAGE, {**wav, "speed": 1.1})
+        waited = time.perf_counter() - asked
     assert runs == [], "played from the cache"
+    assert waited < 0.5, "the issue's bound for a prepared briefing"
     assert _lead_s(prepared) < 0.05
 
 

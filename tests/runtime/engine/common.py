@@ -15,31 +15,42 @@ THREE_SENTENCES = "今日はいい天気ですね。散歩に行きましょう�
 SAMPLE_RATE = 44100
 
 
-def slow_down(engine: Engine, slower: float, patch: pytest.MonkeyPatch) -> None:
-    """Make ``engine`` synthesize as on a box ``slower`` times slower than real time (a
+class Throttle:
+    """Makes an engine synthesize as on a box ``factor`` times slower than real time (a
     Raspberry Pi): each decoder run of its voices (or whole synthesizer run, where the graph is
     not split), not another engine's, sleeps that many times the audio of the frames it ran
-    over (a piece's overlap included, as a real decoder spends it)."""
-    for voice in engine._voices.values():
-        decode, synthesize = voice.decode, voice.synthesize
-        frame_s = voice.hop / SAMPLE_RATE
+    over (a piece's overlap included, as a real decoder spends it). ``factor`` may change
+    while it runs (the box's load changing)."""
 
-        def slow_decode(
-            fronted: Any,
-            span: tuple[int, int],
-            *args: Any,
-            _run: Any = decode,
-            _frame_s: float = frame_s,
-        ) -> Any:
-            low, high = decode_window(span, fronted.frames, fronted.context)
-            samples = _run(fronted, span, *args)
-            time.sleep(slower * (high - low) * _frame_s)
-            return samples
+    def __init__(self, factor: float) -> None:
+        self.factor = factor
 
-        def slow_synthesize(*args: Any, _run: Any = synthesize) -> Any:
-            samples = _run(*args)
-            time.sleep(slower * samples.shape[0] / SAMPLE_RATE)
-            return samples
+    def apply(self, engine: Engine, patch: pytest.MonkeyPatch) -> None:
+        for voice in engine._voices.values():
+            decode, synthesize = voice.decode, voice.synthesize
+            frame_s = voice.hop / SAMPLE_RATE
 
-        patch.setattr(voice, "decode", slow_decode)
-        patch.setattr(voice, "synthesize", slow_synthesize)
+            def slow_decode(
+                fronted: Any,
+                span: tuple[int, int],
+                *args: Any,
+                _run: Any = decode,
+                _frame_s: float = frame_s,
+            ) -> Any:
+                low, high = decode_window(span, fronted.frames, fronted.context)
+                samples = _run(fronted, span, *args)
+                time.sleep(self.factor * (high - low) * _frame_s)
+                return samples
+
+            def slow_synthesize(*args: Any, _run: Any = synthesize) -> Any:
+                samples = _run(*args)
+                time.sleep(self.factor * samples.shape[0] / SAMPLE_RATE)
+                return samples
+
+            patch.setattr(voice, "decode", slow_decode)
+            patch.setattr(voice, "synthesize", slow_synthesize)
+
+
+def slow_down(engine: Engine, slower: float, patch: pytest.MonkeyPatch) -> None:
+    """``engine`` on a box ``slower`` times slower than real time (``Throttle``)."""
+    Throttle(slower).apply(engine, patch)

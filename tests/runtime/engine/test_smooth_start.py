@@ -12,16 +12,18 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from numpy.typing import NDArray
 
 from custom_components.yomiage.engine import ArrivingText
+from custom_components.yomiage.engine.synthesis import engine as engine_module
 from custom_components.yomiage.engine.synthesis.engine import Engine
 from custom_components.yomiage.engine.synthesis.results import AudioChunk
 
-from .common import QUIET, SAMPLE_RATE, THREE_SENTENCES, slow_down
+from .common import QUIET, SAMPLE_RATE, THREE_SENTENCES, Throttle
 
 SLOWER = 1.3  # seconds of decoding per second of audio made
 # How late a chunk may come before the player counts it as a wait: the test's own clock.
@@ -79,11 +81,16 @@ def heard(chunks: Iterator[AudioChunk], started: float) -> Heard:
 
 
 @pytest.fixture(scope="module")
-def slow_engine(tiny_bundle: Path) -> Iterator[Engine]:
+def throttle() -> Throttle:
+    return Throttle(SLOWER)
+
+
+@pytest.fixture(scope="module")
+def slow_engine(tiny_bundle: Path, throttle: Throttle) -> Iterator[Engine]:
     """An engine on a box that decodes at 1/SLOWER of real time, having spoken once there."""
     engine = Engine(tiny_bundle, device="cpu", threads=1)
     with pytest.MonkeyPatch.context() as patch:
-        slow_down(engine, SLOWER, patch)
+        throttle.apply(engine, patch)
         engine.load_all()  # learns the box as loading does
         for _ in engine.stream(WARM_UP, QUIET):
             pass
@@ -163,8 +170,64 @@ def test_a_lead_silence_asked_for_counts_toward_the_smooth_start(
     assert padded.waits_s() == 0.0
 
 
+def test_a_box_slower_than_learnt_lengthens_a_pause_instead_of_running_the_player_dry(
+    slow_engine: Engine, throttle: Throttle, smooth: Heard
+) -> None:
+    """The load changes after the plan: the box runs at 1.6x where it learnt 1.3x. The lead,
+    sized on 1.3x, falls short; the pauses before the late sentences grow instead."""
+    chunks = slow_engine.stream(THREE_SENTENCES, QUIET)
+    started = time.perf_counter()
+    arrivals, kept = [time.perf_counter() - started], [next(chunks)]
+    throttle.factor = 1.6
+    try:
+        for chunk in chunks:
+            arrivals.append(time.perf_counter() - started)
+            kept.append(chunk)
+    finally:
+        throttle.factor = SLOWER
+    slowed = Heard(arrivals, kept)
+    assert slowed.waits_s() == 0.0, f"lateness per chunk: {slowed.lateness_s()}"
+    pauses = [c.audio_s for c in slowed.chunks[1:] if c.starts_sentence]
+    planned = [c.audio_s for c in smooth.chunks[1:] if c.starts_sentence]
+    assert len(pauses) == len(planned) == 2
+    assert sum(pauses) > sum(planned) + 0.2
+
+
 def test_no_smooth_start_where_the_box_keeps_up(engine: Engine) -> None:
     for _ in engine.stream(THREE_SENTENCES, QUIET):  # the box learnt, as after any message
         pass
     chunks = list(engine.stream(THREE_SENTENCES, QUIET))
     assert np.any(chunks[0].pcm), "a fast box starts with speech at once"
+
+
+def test_a_long_plan_keeps_the_player_fed_with_silence_while_it_runs(
+    tiny_bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A text of several pause windows, on a box whose pause passes are slow: silence comes
+    before the plan is done (a player would otherwise give up), and counts toward the lead."""
+    engine = Engine(tiny_bundle, device="cpu", threads=1)
+    try:
+        engine.load_all()
+        with pytest.MonkeyPatch.context() as patch:
+            # Forced: this box keeps up, so only the plan's pace is tested here.
+            patch.setattr(engine_module, "needs_smooth_start", lambda *_: True)
+            passes: list[float] = []
+            for voice in engine._voices.values():
+                durations = voice.durations
+
+                def slow(*args: Any, _run: Any = durations) -> Any:
+                    time.sleep(1.1)
+                    passes.append(time.perf_counter())
+                    return _run(*args)
+
+                patch.setattr(voice, "durations", slow)
+            text = "".join(f"今日は{n}番目のお知らせです。" for n in range(40))  # ~3 windows
+            chunks = engine.stream(text, QUIET)
+            first = next(chunks)
+            passes_before = len(passes)
+            rest = list(chunks)
+        assert not np.any(first.pcm) and first.starts_sentence
+        assert 1 <= passes_before < len(passes), "silence came while the plan still ran"
+        assert sum(c.starts_sentence for c in rest) == 39  # the other sentences, all spoken
+    finally:
+        engine.close()

@@ -55,7 +55,12 @@ from .pauses import (
 )
 from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_in_pieces
 from .results import AudioChunk, Synthesis
-from .smooth_start import PlannedSentence, needs_smooth_start, smooth_lead_s
+from .smooth_start import (
+    PlannedSentence,
+    needs_smooth_start,
+    smooth_lead_s,
+    stretched_pause_s,
+)
 from .turns import ModelLock
 from .voice import ModelInputs, SentenceInput, Voice
 
@@ -376,8 +381,9 @@ class Engine:
     def _smooth_start(
         self, sequences: list[PhoneSequence], request: _Request
     ) -> Generator[AudioChunk]:
-        """The plan, then the lead of silence, then each sentence's pause sent ahead of it and
-        the sentence decoded in one run (smooth_start.py). A plan of several pause windows sends
+        """The plan, then the lead of silence, then each sentence's pause sent ahead of it
+        (longer where the box runs slower than learnt) and the sentence decoded in one run
+        (smooth_start.py). A plan of several pause windows sends
         silence between them once it has run ``_KEEP_ALIVE_AFTER_S``: it counts toward the
         lead. The lead opens the first sentence, as its pause (the lead silence asked for
         counts toward it)."""
@@ -411,7 +417,11 @@ class Engine:
         playback = lead.playback
         for index, (sequence, features) in enumerate(planned):
             if index:
-                yield self._silence_chunk(sequence, pauses[index], playback)
+                cost = speed.sentence_s_per_frame() or cost  # what the box runs at now
+                pause = stretched_pause_s(
+                    pauses[index], playback.lead_s() or 0.0, frames[index], cost
+                )
+                yield self._silence_chunk(sequence, pause, playback)
             yield from self._sentence(
                 sequence,
                 features,

@@ -7,7 +7,9 @@ before it are done, sum of frames_j x the learnt cost per frame (pieces.DecodeSp
 It is due when the player reaches it: after the lead, the audio of the sentences before it and
 the pauses up to its own (a pause is sent ahead of its sentence, so it plays while the sentence
 is synthesized). The lead is the greatest lateness, with a margin for a frame count the duration
-pass only predicts and a box whose load changes.
+pass only predicts and a box whose load changes. Where the box still runs slower than learnt,
+the pause before the next sentence grows by what is missing (``stretched_pause_s``): a longer
+pause, never a player run dry in the middle of the message.
 """
 
 from __future__ import annotations
@@ -46,3 +48,11 @@ def smooth_lead_s(
         late_s = max(late_s, ready_s - due_s)
         due_s += sentence.frames * frame_s
     return late_s * LEAD_MARGIN
+
+
+def stretched_pause_s(
+    pause_s: float, lead_s: float, frames: float, sentence_s_per_frame: float
+) -> float:
+    """The pause to send before a sentence of ``frames`` predicted frames, the player having
+    ``lead_s`` in hand: longer than planned where the two would not cover its synthesis."""
+    return max(pause_s, frames * sentence_s_per_frame * LEAD_MARGIN - lead_s)

@@ -48,7 +48,6 @@ from wyoming.tts import Synthesize, SynthesizeVoice
 
 from custom_components.yomiage.const import (
     CONF_HOST,
-    CONF_NORMALIZE,
     CONF_PORT,
     CONF_SOURCE,
     CONF_VOICE,
@@ -56,6 +55,7 @@ from custom_components.yomiage.const import (
     SOURCE_OFFICIAL,
     SOURCE_WYOMING,
     SYNTHESIS_NUMBERS,
+    SYNTHESIS_SWITCHES,
 )
 from custom_components.yomiage.engine.wyoming_contract import ZEROCONF_TYPE
 from custom_components.yomiage.local_engine import NATIVE_REQUIREMENTS
@@ -240,7 +240,7 @@ async def test_without_the_engine_the_flow_offers_a_server_that_speaks(
     entity = _entity(hass)
     voices = [voice.voice_id for voice in entity.async_get_supported_voices("ja") or []]
     assert voices == [f"tiny-{s}/{t}" for s in "ab" for t in ("Neutral", "Happy", "Sad")]
-    assert entity.supported_options == [CONF_VOICE, *SYNTHESIS_NUMBERS, CONF_NORMALIZE]
+    assert entity.supported_options == [CONF_VOICE, *SYNTHESIS_NUMBERS, *SYNTHESIS_SWITCHES]
     assert entity.default_options == {CONF_VOICE: voices[0]}, "the server's settings decide"
 
     # Home Assistant 2025.4 asks an entity that can stream for a stream of the one message.
@@ -558,7 +558,11 @@ async def test_options_choose_the_voice_and_synthesis_options_requests_carry(
     )
     result = await hass.config_entries.options.async_init(entry.entry_id)
     assert (result["type"], result["step_id"]) == (FlowResultType.FORM, "server")
-    assert list(result["data_schema"].schema) == [CONF_VOICE, *SYNTHESIS_NUMBERS, CONF_NORMALIZE]
+    assert list(result["data_schema"].schema) == [
+        CONF_VOICE,
+        *SYNTHESIS_NUMBERS,
+        *SYNTHESIS_SWITCHES,
+    ]
     assert result["description_placeholders"] == {"address": f"{HOST}:{server_port}"}
     result = await hass.config_entries.options.async_configure(
         result["flow_id"],
@@ -571,7 +575,9 @@ async def test_options_choose_the_voice_and_synthesis_options_requests_carry(
     assert entity.default_options[CONF_VOICE] == "tiny-b/Happy"
     assert (entity.default_options["speed"], entity.default_options["volume"]) == (1.3, -3.0)
     _, data = await _audio(hass, entity.entity_id, "こんにちは。", {})
-    stored = {name: entity.default_options[name] for name in (*SYNTHESIS_NUMBERS, CONF_NORMALIZE)}
+    stored = {
+        name: entity.default_options[name] for name in (*SYNTHESIS_NUMBERS, *SYNTHESIS_SWITCHES)
+    }
     expected = await _server_stream_pcm(server_port, ["こんにちは。"], "tiny-b/Happy", stored)
     assert _pcm_of(data) == expected
 

@@ -90,9 +90,9 @@ class Yomiage:
     def stream(self, text: str, in_pieces: bool) -> Generator[Piece, None, None]:
         # The way Home Assistant asks for speech: a message it has whole as one piece, then the
         # end; an LLM's reply as it is written.
-        arriving = self.arriving()
-        for start in range(0, len(text), PIECE_CHARS if in_pieces else len(text)):
-            arriving.add(text[start : start + (PIECE_CHARS if in_pieces else len(text))])
+        arriving, size = self.arriving(), PIECE_CHARS if in_pieces else len(text)
+        for start in range(0, len(text), size):
+            arriving.add(text[start : start + size])
         arriving.finish()
         with contextlib.closing(self.engine.stream_arriving(arriving, self.options)) as chunks:
             for chunk in chunks:

@@ -126,7 +126,10 @@ class _Spacing:
     """What one duration-predictor run over a pause window says of its sentences."""
 
     pauses: list[float]  # before each sentence; 0 for the window's first
-    frames: list[float]  # predicted latent frames of each sentence
+    frames: list[float] | None  # predicted latent frames of each; None without a duration pass
+
+
+_Featured = tuple[PhoneSequence, CharFeatures]  # a sentence with its BERT features
 
 
 @dataclass
@@ -388,20 +391,18 @@ class Engine:
         lead. The lead opens the first sentence, as its pause (the lead silence asked for
         counts toward it)."""
         lead = _Lead(sequences[0], self._silence_chunk)
-        windows = pause_windows([len(s.text) for s in sequences])
-        featured = self._first_alone(sequences, windows)
-        planned = [next(featured)]
+        first, spaced = self._spaced_windows(sequences, request)
+        planned = [first]
         pauses: list[float] = [0.0]
         frames: list[float] = []
-        for window in windows:
-            part = [planned[-1], *itertools.islice(featured, len(window) - 1)]
-            spacing = self._window_spacing(part, request)
+        for part, spacing in spaced:
+            assert spacing.frames is not None  # the voice has a duration pass (_listened)
             planned.extend(part[1:])
             pauses.extend(spacing.pauses[1:])
             frames.extend(spacing.frames[1:] if frames else spacing.frames)
-            if window is not windows[-1]:
+            if len(planned) < len(sequences):
                 yield from lead.keep_alive(_KEEP_ALIVE_AFTER_S)
-        if not windows:  # one sentence
+        if len(sequences) == 1:  # no window
             durations = self._durations(*planned[0], request)
             assert durations is not None
             frames.append(float(durations.sum()))
@@ -527,7 +528,7 @@ class Engine:
 
     def _first_alone(
         self, sequences: list[PhoneSequence], windows: list[range]
-    ) -> Iterator[tuple[PhoneSequence, CharFeatures]]:
+    ) -> Iterator[_Featured]:
         """Each sentence with its BERT features, lazily: the first in a batch of its own, so that
         its audio does not wait for the other sentences' BERT (a whole announcement arrives as
         one piece), then a batch per pause window
@@ -546,17 +547,30 @@ class Engine:
         """Each sentence with its BERT features and the pause before it, lazily, a pause window
         at a time: a window's BERT batch and pause pass run when its first sentence is asked
         for (the first sentence comes before, after the lead silence)."""
+        first, spaced = self._spaced_windows(sequences, request)
+        yield _Paused(*first, request.lead_s)
+        for part, spacing in spaced:
+            for (sequence, features), pause in zip(part[1:], spacing.pauses[1:], strict=True):
+                yield _Paused(sequence, features, pause)
+
+    def _spaced_windows(
+        self, sequences: list[PhoneSequence], request: _Request
+    ) -> tuple[_Featured, Iterator[tuple[list[_Featured], _Spacing]]]:
+        """The first sentence with its features (its BERT run now, alone), and lazily each
+        pause window's sentences (the first being the window before's last) with what the
+        window's pause pass says of them: a window's BERT batch and pass run when asked for."""
         windows = pause_windows([len(s.text) for s in sequences])
         featured = self._first_alone(sequences, windows)
-        last = next(featured)
-        yield _Paused(*last, request.lead_s)
-        for window in windows:
-            part = [last, *itertools.islice(featured, len(window) - 1)]
-            pauses = self._window_pauses(part, request)
-            for index in range(1, len(part)):
-                sequence, features = part[index]
-                yield _Paused(sequence, features, pauses[index])
-            last = part[-1]
+        first = next(featured)
+
+        def spaced() -> Iterator[tuple[list[_Featured], _Spacing]]:
+            last = first
+            for window in windows:
+                part = [last, *itertools.islice(featured, len(window) - 1)]
+                yield part, self._window_spacing(part, request)
+                last = part[-1]
+
+        return first, spaced()
 
     def _sentence(
         self,
@@ -606,20 +620,12 @@ class Engine:
         finally:
             decoded.close()
 
-    def _window_pauses(
-        self, sentences: list[tuple[PhoneSequence, CharFeatures]], request: _Request
-    ) -> list[float]:
-        """Pause before each sentence of a pause window (the first gets 0), from one
-        duration-predictor run over the window's text."""
+    def _window_spacing(self, sentences: list[_Featured], request: _Request) -> _Spacing:
+        """Pauses before a pause window's sentences (the first gets 0) and their predicted
+        frames, from one duration-predictor run over the window's text; the shortest pause and
+        no frames where the voice has no duration pass."""
         if not request.voice.has_duration_pass:
-            return [0.0] + [MIN_PAUSE_S] * (len(sentences) - 1)
-        return self._window_spacing(sentences, request).pauses
-
-    def _window_spacing(
-        self, sentences: list[tuple[PhoneSequence, CharFeatures]], request: _Request
-    ) -> _Spacing:
-        """Pauses and predicted frames of a pause window's sentences, from one
-        duration-predictor run over the window's text (the voice has a duration pass)."""
+            return _Spacing([0.0] + [MIN_PAUSE_S] * (len(sentences) - 1), None)
         texts = [sequence.text for sequence, _ in sentences]
         whole = self._frontend.analyse("".join(texts))
         whole_features = self._features.join([features for _, features in sentences])

@@ -246,3 +246,16 @@ def test_first_piece_is_never_below_the_minimum_and_follows_the_machine() -> Non
     cost = FRAME_S * 0.9 * 1.3
     assert near_real_time.first_piece(60, 16, 8, None) == math.ceil(76 * cost / (cost + FRAME_S))
     assert speed.first_piece(300, 16, 48, lead_s=0.0) == 300  # nothing can avoid the wait
+
+
+def test_a_box_that_just_slowed_down_is_judged_by_its_last_sentence() -> None:
+    speed = DecodeSpeed(FRAME_S)
+    assert speed.sentence_s_per_frame_now() is None
+    for _ in range(5):
+        speed.record_sentence(100, 100 * FRAME_S * 1.3)
+    speed.record_sentence(100, 100 * FRAME_S * 1.6)  # the load grew
+    learnt = speed.sentence_s_per_frame()
+    assert learnt is not None and learnt < FRAME_S * 1.6
+    assert speed.sentence_s_per_frame_now() == pytest.approx(FRAME_S * 1.6)
+    speed.record_sentence(100, 100 * FRAME_S * 1.0)  # and shrank: the average still holds
+    assert speed.sentence_s_per_frame_now() == speed.sentence_s_per_frame()

@@ -418,7 +418,7 @@ class Engine:
         playback = lead.playback
         for index, (sequence, features) in enumerate(planned):
             if index:
-                cost = speed.sentence_s_per_frame() or cost  # what the box runs at now
+                cost = speed.sentence_s_per_frame_now() or cost
                 pause = stretched_pause_s(
                     pauses[index], playback.lead_s() or 0.0, frames[index], cost
                 )

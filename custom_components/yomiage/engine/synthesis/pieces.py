@@ -50,6 +50,7 @@ class DecodeSpeed:
         self.frame_s = frame_s  # seconds of audio per latent frame
         self._seconds_per_frame: float | None = None
         self._sentence_s_per_frame: float | None = None
+        self._last_sentence_s_per_frame: float | None = None
         self._lock = threading.Lock()
 
     def record(self, frames: int, seconds: float) -> None:
@@ -62,12 +63,20 @@ class DecodeSpeed:
         if frames > 0:
             with self._lock:
                 self._sentence_s_per_frame = _smoothed(self._sentence_s_per_frame, seconds / frames)
+                self._last_sentence_s_per_frame = seconds / frames
 
     def sentence_s_per_frame(self) -> float | None:
         """Seconds a sentence's synthesis (front and decoder) takes per latent frame; None
         before any sentence."""
         with self._lock:
             return self._sentence_s_per_frame
+
+    def sentence_s_per_frame_now(self) -> float | None:
+        """The learnt cost, or the last sentence's where it was higher: the average lags a box
+        whose load has just grown, and a pause sized on it comes up short."""
+        with self._lock:
+            learnt, last = self._sentence_s_per_frame, self._last_sentence_s_per_frame
+        return None if learnt is None or last is None else max(learnt, last)
 
     def expected_s(self, frames: int) -> float:
         """How long decoding ``frames`` (its overlap included) is expected to take, with the

@@ -1,18 +1,20 @@
 """The CPU cap of the slow-box benchmark (tools/cpu_cap.py, tools/pi_bench.py): a capped process
 gets the time granted and no more, the cap follows changes while it runs, and the report judges
-the issue's targets from the repetitions."""
+the issue's targets from the repetitions; Home Assistant's prepared-message test runs in it."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from yomiage_engine.onnx.cores import usable_cores
 
+from tools.bench import Plan
 from tools.cpu_cap import CpuCap
-from tools.pi_bench import rows
+from tools.pi_bench import prepared_played_s, rows
 
 # Spins for ``WALL_S`` of wall time, then prints the CPU seconds it got.
 BUSY = (
@@ -56,6 +58,7 @@ def _runs(first: list[float], waits: float, long_s: float, speed: float) -> dict
         "medium_audio_s": [10.0] * count,
         "medium_compute_s": [10.0 / speed] * count,
         "medium_cpu_s": [10.0 / speed] * count,
+        "prepared_played_s": [0.02] * count,
     }
 
 
@@ -84,6 +87,7 @@ def test_first_speech_is_judged_on_its_median_and_its_worst(
     assert found["announcement streamed to its end (s)"].met  # 90 >= 2 x 40
     assert found["speed, 3-sentence text (x real time)"].met  # 0.7 >= 2 x 0.3
     assert found["first speech, announcement handed whole (s)"].met is None  # shown, no goal
+    assert found["first audio, a prepared message played (s; the peer synthesizes it then)"].met
 
 
 def test_a_wait_in_an_announcement_misses_its_goal() -> None:
@@ -92,6 +96,19 @@ def test_a_wait_in_an_announcement_misses_its_goal() -> None:
     }
     found = {row.name: row for row in rows(results, "ours", "peer")}
     assert not found["playback waits, announcement handed whole (s)"].met
+    results["runs"]["ours"]["prepared_played_s"] = [0.2, 0.6, 0.7]
+    found = {row.name: row for row in rows(results, "ours", "peer")}
+    assert not found["first audio, a prepared message played (s; the peer synthesizes it then)"].met
+
+
+def test_a_prepared_message_is_timed_by_home_assistant_inside_the_cap(tmp_path: Path) -> None:
+    """The prepared-message figure comes from Home Assistant's own test run in the cap, and
+    a run that gets no figure is an error, not a zero."""
+    plan = Plan(tmp_path, tmp_path, "", texts=(), warmups=0, reps=1, out=tmp_path)
+    with CpuCap(f"yomiage-test-{os.getpid()}") as cap:
+        played_s = prepared_played_s(cap, 1.0, plan, 0)
+        assert cap.cpus is None  # the cap lifted afterwards
+    assert 0.0 < played_s < 0.5
 
 
 def test_the_engine_runs_one_thread_per_whole_cpu_of_the_cap() -> None:

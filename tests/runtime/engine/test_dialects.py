@@ -1,7 +1,8 @@
 """Voices as other exporters write them (tests/fixtures/dialects-tiny, built by
 ``python -m tools.make_dialects --preset tiny`` from the same random voice as the tiny bundle's
 tiny-a): each speaks what our own export speaks, streams with the same first piece and pauses
-the same; a graph no dialect fits fails when the bundle loads, with one line."""
+the same, and starts smoothly on a slow box; a graph no dialect fits fails when the bundle
+loads, with one line."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from custom_components.yomiage.engine.synthesis.pieces import DecodeSpeed
 from custom_components.yomiage.engine.synthesis.results import AudioChunk
 
 from ..conftest import FIXTURES
-from .common import QUIET, THREE_SENTENCES
+from .common import QUIET, THREE_SENTENCES, slow_down
+from .playback import listen
 
 DIALECTS = FIXTURES / "dialects-tiny"
 SPEAKER = "tiny-a"
@@ -107,6 +109,27 @@ def test_each_dialect_speaks_what_our_export_speaks(
         difference = np.abs(ours_chunk.pcm.astype(np.int32) - their_chunk.pcm.astype(np.int32))
         assert difference.max() <= 1
     assert len(expected) > 4  # the long first sentence came in pieces: the stream was split
+
+
+@pytest.mark.parametrize("maker", sorted(MAKERS))
+def test_each_dialect_starts_a_whole_message_smoothly_on_a_slow_box(
+    maker: str, tiny_bundle: Path, tmp_path: Path
+) -> None:
+    """Smooth start needs the frames each sentence will take before any is synthesized: every
+    dialect gives them (a duration graph, or the cut of its synthesizer), so on a box slower
+    than real time each opens with silence and then plays without a wait."""
+    engine = Engine(MAKERS[maker](tiny_bundle, tmp_path / "bundle"), device="cpu", threads=1)
+    options = QUIET.with_changes(voice=f"{SPEAKER}/Neutral")
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            slow_down(engine, 1.3, patch)
+            for _ in engine.stream("おはようございます。七時です。", options):
+                pass  # the engine learns the box from what it speaks
+            smooth = listen(lambda: engine.stream(THREE_SENTENCES, options))
+    finally:
+        engine.close()
+    assert not np.any(smooth.chunks[0].pcm) and smooth.lead_s > 0.3
+    assert smooth.waits_s() == 0.0, f"lateness per chunk: {smooth.lateness_s()}"
 
 
 # -- graphs no dialect fits fail at load, with one line ----------------------------------------

@@ -4,15 +4,17 @@ A wake-up alarm is known in advance; on a slow box its synthesis takes longer th
 Prepared a few minutes early, the later ``tts.speak`` on a media player (or a play of the same
 TTS media source) finds the audio under the same cache key (message, language, options, engine)
 and plays at once: the engine is not run again. A prepared message never played costs only
-cache space, as Home Assistant's cache rules. (An Assist satellite's announcement adds its
-pipeline's voice and its own audio format to the options: not matched yet.) Nobody listens while
-a message is prepared: it is rendered without a smooth start's lead of silence, which would
-otherwise be cached with it and played later for nothing.
+cache space, as Home Assistant's cache rules. An Assist satellite's announcement asks for the
+message with its pipeline's engine, language and voice and its own audio format, not with
+options of the automation's: for the satellites named, the message is prepared as each will ask
+for it. Nobody listens while a message is prepared: it is rendered without a smooth start's
+lead of silence, which would otherwise be cached with it and played later for nothing.
 """
 
 from __future__ import annotations
 
 from contextvars import ContextVar
+from typing import Any
 
 import voluptuous as vol
 from homeassistant.components import tts
@@ -28,17 +30,26 @@ SERVICE_PREPARE = "prepare"
 ATTR_MESSAGE = "message"
 ATTR_LANGUAGE = "language"
 ATTR_OPTIONS = "options"
+ATTR_SATELLITES = "satellites"
 # True inside a prepare: the Yomiage entity then renders without a smooth start (the module's
 # docstring). Home Assistant runs the synthesis in the action's context, or in tasks made from it.
 PREPARING: ContextVar[bool] = ContextVar("yomiage_preparing", default=False)
 
-PREPARE_SCHEMA = vol.Schema(
-    {
-        vol.Required(ATTR_ENTITY_ID): cv.entity_ids,
-        vol.Required(ATTR_MESSAGE): cv.string,
-        vol.Optional(ATTR_LANGUAGE): cv.string,
-        vol.Optional(ATTR_OPTIONS, default={}): dict,
-    }
+PREPARE_SCHEMA = vol.All(
+    vol.Schema(
+        {
+            vol.Optional(ATTR_ENTITY_ID, default=[]): cv.entity_ids,
+            vol.Optional(ATTR_SATELLITES, default=[]): cv.entity_ids,
+            vol.Required(ATTR_MESSAGE): cv.string,
+            vol.Optional(ATTR_LANGUAGE): cv.string,
+            vol.Optional(ATTR_OPTIONS, default={}): dict,
+        }
+    ),
+    vol.Any(
+        vol.Schema({vol.Required(ATTR_ENTITY_ID): vol.Length(min=1)}, extra=vol.ALLOW_EXTRA),
+        vol.Schema({vol.Required(ATTR_SATELLITES): vol.Length(min=1)}, extra=vol.ALLOW_EXTRA),
+        msg="name a Yomiage entity, an Assist satellite, or both",
+    ),
 )
 
 
@@ -61,20 +72,77 @@ async def _async_prepare(call: ServiceCall) -> None:
 async def _async_prepare_each(
     hass: HomeAssistant, registry: er.EntityRegistry, call: ServiceCall
 ) -> None:
+    message: str = call.data[ATTR_MESSAGE]
     for entity_id in call.data[ATTR_ENTITY_ID]:
-        entry = registry.async_get(entity_id)
-        if entry is None or entry.platform != DOMAIN or entry.domain != Platform.TTS:
+        _check_yomiage_entity(registry, entity_id)
+        language = call.data.get(ATTR_LANGUAGE)  # None: the entity's, as tts.speak
+        await _async_render(hass, message, entity_id, language, dict(call.data[ATTR_OPTIONS]))
+    for satellite_id in call.data[ATTR_SATELLITES]:
+        engine, language, options = _announcement_request(hass, satellite_id)
+        if not _is_yomiage_entity(registry, engine):
             raise ServiceValidationError(
                 translation_domain=DOMAIN,
-                translation_key="not_a_yomiage_entity",
-                translation_placeholders={"entity_id": entity_id},
+                translation_key="satellite_not_yomiage",
+                translation_placeholders={"satellite": satellite_id, "entity_id": engine},
             )
-        media_id = tts.generate_media_source_id(
-            hass,
-            call.data[ATTR_MESSAGE],
-            engine=entity_id,
-            language=call.data.get(ATTR_LANGUAGE),  # None: the entity's, as tts.speak
-            options=dict(call.data[ATTR_OPTIONS]),
-            cache=True,
+        await _async_render(hass, message, engine, language, options)
+
+
+def _is_yomiage_entity(registry: er.EntityRegistry, entity_id: str) -> bool:
+    entry = registry.async_get(entity_id)
+    return entry is not None and entry.platform == DOMAIN and entry.domain == Platform.TTS
+
+
+def _check_yomiage_entity(registry: er.EntityRegistry, entity_id: str) -> None:
+    if not _is_yomiage_entity(registry, entity_id):
+        raise ServiceValidationError(
+            translation_domain=DOMAIN,
+            translation_key="not_a_yomiage_entity",
+            translation_placeholders={"entity_id": entity_id},
         )
-        await tts.async_get_media_source_audio(hass, media_id)
+
+
+async def _async_render(
+    hass: HomeAssistant,
+    message: str,
+    engine: str,
+    language: str | None,
+    options: dict[str, Any],
+) -> None:
+    media_id = tts.generate_media_source_id(
+        hass, message, engine=engine, language=language, options=options, cache=True
+    )
+    await tts.async_get_media_source_audio(hass, media_id)
+
+
+def _announcement_request(
+    hass: HomeAssistant, satellite_id: str
+) -> tuple[str, str | None, dict[str, Any]]:
+    """The engine, language and options an ``assist_satellite.announce`` on ``satellite_id``
+    will ask Home Assistant's TTS for: its pipeline's, with the satellite's audio format."""
+    # Imported here: Assist is optional, and loading it is not this integration's to do.
+    from homeassistant.components.assist_pipeline.pipeline import async_get_pipeline
+    from homeassistant.components.assist_satellite.const import DATA_COMPONENT
+
+    component = hass.data.get(DATA_COMPONENT)
+    satellite = None if component is None else component.get_entity(satellite_id)
+    if satellite is None:
+        raise ServiceValidationError(
+            translation_domain=DOMAIN,
+            translation_key="not_a_satellite",
+            translation_placeholders={"entity_id": satellite_id},
+        )
+    # The satellite's own lookup of its pipeline select, as its announcement makes it.
+    pipeline = async_get_pipeline(hass, satellite._resolve_pipeline())
+    engine = tts.async_resolve_engine(hass, pipeline.tts_engine)
+    if engine is None:
+        raise ServiceValidationError(
+            translation_domain=DOMAIN,
+            translation_key="satellite_without_tts",
+            translation_placeholders={"entity_id": satellite_id},
+        )
+    options: dict[str, Any] = {}
+    if pipeline.tts_voice is not None:
+        options[tts.ATTR_VOICE] = pipeline.tts_voice
+    options.update(satellite.tts_options or {})
+    return engine, pipeline.tts_language, options

@@ -13,6 +13,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.helpers import entity_registry as er
 from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import MockConfigEntry
+from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 
 # Imported before the `hass` fixture runs: the plugin mounts its own `custom_components` package,
 # which would otherwise hide ours.
@@ -20,6 +21,7 @@ import custom_components.yomiage  # noqa: F401
 from custom_components.yomiage.const import CONF_PATH, CONF_SOURCE, DOMAIN, SOURCE_LOCAL
 
 from .common import SPEAKERS, engine_of
+from .satellite import Satellite, add_satellite
 
 
 @pytest.fixture(autouse=True)
@@ -90,3 +92,11 @@ def voices(loaded_entry: MockConfigEntry) -> list[str]:
     """Every voice id of the tiny bundle."""
     engine = engine_of(loaded_entry)
     return [f"{speaker}/{style}" for speaker, styles in engine.voices.items() for style in styles]
+
+
+@pytest.fixture
+async def satellite(
+    hass: HomeAssistant, hass_client: ClientSessionGenerator, entity_id: str
+) -> Satellite:
+    """An Assist satellite whose pipeline speaks with the Yomiage entity (satellite.py)."""
+    return await add_satellite(hass, hass_client, entity_id)

@@ -1,7 +1,8 @@
 """The wake-up briefing blueprint (blueprints/automation/yomiage/wake_up_briefing.yaml), loaded
 through Home Assistant's blueprint machinery into an automation, with the clock fired as Home
 Assistant's tests fire it: the message is rendered the lead's minutes before the alarm, and at
-the alarm it is played from the cache without running the engine again."""
+the alarm it is played (on a media player, or announced on an Assist satellite) from the cache
+without running the engine again."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from pytest_homeassistant_custom_component.common import (
 from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 
 from .common import record_engine_calls
+from .satellite import SATELLITE, Satellite
 
 BLUEPRINT = Path(__file__).resolve().parents[3] / "blueprints" / "automation" / "yomiage"
 NAME = "wake_up_briefing.yaml"
@@ -45,8 +47,32 @@ async def _until(condition: Callable[[], bool], timeout_s: float = 60) -> None:
         await asyncio.sleep(0.05)
 
 
+class FiredClock:
+    """Fires Home Assistant's clock as its tests do and moves ``dt_util.now`` with it, for the
+    templates' now() (async_fire_time_changed alone does not; the freezer fixture hangs the
+    loop: FACTS.md)."""
+
+    def __init__(self, hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch) -> None:
+        self._hass, self._monkeypatch = hass, monkeypatch
+        self._moved: list[datetime] = []
+
+    def _now(self, time_zone: tzinfo | None = None) -> datetime:
+        return self._moved[-1].astimezone(time_zone or dt_util.get_default_time_zone())
+
+    def at(self, moment: datetime) -> None:
+        if not self._moved:  # templates read now() from here on: what the fired clock says
+            self._monkeypatch.setattr(dt_util, "now", self._now)
+        self._moved.append(moment)
+        async_fire_time_changed(self._hass, moment)
+
+
 async def _briefing(
-    hass: HomeAssistant, entity_id: str, alarm: datetime, alarm_entity: str = ""
+    hass: HomeAssistant,
+    entity_id: str,
+    alarm: datetime,
+    alarm_entity: str = "",
+    player: str = "media_player.bedroom",
+    satellites: tuple[str, ...] = (),
 ) -> None:
     target = Path(hass.config.path("blueprints", "automation", "yomiage"))
     await hass.async_add_executor_job(
@@ -58,7 +84,8 @@ async def _briefing(
             "input": {
                 "alarm_time": alarm.strftime("%H:%M:%S"),
                 "alarm_entity": alarm_entity,
-                "media_player": "media_player.bedroom",
+                "media_player": player,
+                "satellites": list(satellites),
                 "tts_entity": entity_id,
                 "voice": "tiny-b/Happy",
                 "message": MESSAGE,
@@ -95,22 +122,12 @@ async def test_the_briefing_is_prepared_ahead_and_plays_on_time_from_the_cache(
         )
         await _briefing(hass, entity_id, alarm - timedelta(minutes=5), "input_datetime.alarm")
 
-    moved: list[datetime] = []
-
-    def now(time_zone: tzinfo | None = None) -> datetime:
-        return moved[-1].astimezone(time_zone or dt_util.get_default_time_zone())
-
-    def at(moment: datetime) -> None:
-        if not moved:  # templates read now() from here on: what the fired clock says
-            monkeypatch.setattr(dt_util, "now", now)
-        moved.append(moment)
-        async_fire_time_changed(hass, moment)
-
-    at(alarm - timedelta(minutes=15))
+    clock = FiredClock(hass, monkeypatch)
+    clock.at(alarm - timedelta(minutes=15))
     await asyncio.sleep(0.2)
     assert (runs, plays) == ([], []), "nothing before the lead"
 
-    at(alarm - timedelta(minutes=10))
+    clock.at(alarm - timedelta(minutes=10))
     await _until(lambda: bool(runs))
     assert runs == ["stream_arriving"]  # prepared, as Home Assistant streams it
     await asyncio.sleep(0.2)
@@ -118,7 +135,7 @@ async def test_the_briefing_is_prepared_ahead_and_plays_on_time_from_the_cache(
 
     def alarm_rang() -> bool:
         # Fired until the run, done preparing, waits for the alarm and is woken by it.
-        at(alarm + timedelta(seconds=1))
+        clock.at(alarm + timedelta(seconds=1))
         return len(plays) == 1
 
     await _until(alarm_rang)
@@ -128,4 +145,33 @@ async def test_the_briefing_is_prepared_ahead_and_plays_on_time_from_the_cache(
     assert response.status == 200 and len(await response.read()) > 1000
     assert runs == ["stream_arriving"], "played from the cache: no synthesis at the alarm"
     # Off, as a user turns it off: its trigger for tomorrow's alarm goes with it.
+    await hass.services.async_call("automation", "turn_off", {"entity_id": "all"}, blocking=True)
+
+
+async def test_the_briefing_is_announced_on_a_satellite_from_the_cache(
+    hass: HomeAssistant,
+    loaded_entry: MockConfigEntry,
+    entity_id: str,
+    satellite: Satellite,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No media player, an Assist satellite instead: prepared as its announcement asks (its
+    pipeline's voice, its audio format), announced at the alarm from the cache."""
+    runs = record_engine_calls(loaded_entry, monkeypatch)
+    alarm = (dt_util.now() + timedelta(minutes=30)).replace(second=0, microsecond=0)
+    await _briefing(hass, entity_id, alarm, player="", satellites=(SATELLITE,))
+    clock = FiredClock(hass, monkeypatch)
+    clock.at(alarm - timedelta(minutes=10))
+    await _until(lambda: bool(runs))
+    assert runs == ["stream_arriving"]
+    await asyncio.sleep(0.2)
+    assert satellite.played == [], "prepared, not announced: the alarm is ten minutes away"
+
+    def announced() -> bool:
+        clock.at(alarm + timedelta(seconds=1))
+        return len(satellite.played) == 1
+
+    await _until(announced)
+    assert satellite.played[0][:4] == b"fLaC" and len(satellite.played[0]) > 1000
+    assert runs == ["stream_arriving"], "announced from the cache: no synthesis at the alarm"
     await hass.services.async_call("automation", "turn_off", {"entity_id": "all"}, blocking=True)

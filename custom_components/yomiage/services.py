@@ -14,6 +14,7 @@ lead of silence, which would otherwise be cached with it and played later for no
 from __future__ import annotations
 
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import voluptuous as vol
@@ -58,34 +59,58 @@ def async_register_services(hass: HomeAssistant) -> None:
 
 
 async def _async_prepare(call: ServiceCall) -> None:
-    """Synthesize the message now, for each Yomiage entity, into Home Assistant's TTS cache
-    (its file cache too, where that is on), as ``tts.speak`` with these options will ask."""
+    """Synthesize the message now into Home Assistant's TTS cache (its file cache too, where
+    that is on): for each Yomiage entity as ``tts.speak`` with these options will ask, for each
+    satellite as its announcement will. Every target is checked before any is rendered."""
     hass = call.hass
-    registry = er.async_get(hass)
+    renders = _renders(hass, call)
     preparing = PREPARING.set(True)
     try:
-        await _async_prepare_each(hass, registry, call)
+        for render in renders:
+            media_id = tts.generate_media_source_id(
+                hass,
+                call.data[ATTR_MESSAGE],
+                engine=render.engine,
+                language=render.language,
+                options=render.options,
+                cache=True,
+            )
+            await tts.async_get_media_source_audio(hass, media_id)
     finally:
         PREPARING.reset(preparing)
 
 
-async def _async_prepare_each(
-    hass: HomeAssistant, registry: er.EntityRegistry, call: ServiceCall
-) -> None:
-    message: str = call.data[ATTR_MESSAGE]
+@dataclass(frozen=True)
+class _Render:
+    """What a later play will ask Home Assistant's TTS for, besides the message."""
+
+    engine: str
+    language: str | None  # None: the entity's, as tts.speak
+    options: dict[str, Any]
+
+
+def _renders(hass: HomeAssistant, call: ServiceCall) -> list[_Render]:
+    registry = er.async_get(hass)
+    renders = []
     for entity_id in call.data[ATTR_ENTITY_ID]:
-        _check_yomiage_entity(registry, entity_id)
-        language = call.data.get(ATTR_LANGUAGE)  # None: the entity's, as tts.speak
-        await _async_render(hass, message, entity_id, language, dict(call.data[ATTR_OPTIONS]))
+        if not _is_yomiage_entity(registry, entity_id):
+            raise ServiceValidationError(
+                translation_domain=DOMAIN,
+                translation_key="not_a_yomiage_entity",
+                translation_placeholders={"entity_id": entity_id},
+            )
+        language = call.data.get(ATTR_LANGUAGE)
+        renders.append(_Render(entity_id, language, dict(call.data[ATTR_OPTIONS])))
     for satellite_id in call.data[ATTR_SATELLITES]:
-        engine, language, options = _announcement_request(hass, satellite_id)
-        if not _is_yomiage_entity(registry, engine):
+        render = _announcement_render(hass, satellite_id)
+        if not _is_yomiage_entity(registry, render.engine):
             raise ServiceValidationError(
                 translation_domain=DOMAIN,
                 translation_key="satellite_not_yomiage",
-                translation_placeholders={"satellite": satellite_id, "entity_id": engine},
+                translation_placeholders={"satellite": satellite_id, "entity_id": render.engine},
             )
-        await _async_render(hass, message, engine, language, options)
+        renders.append(render)
+    return renders
 
 
 def _is_yomiage_entity(registry: er.EntityRegistry, entity_id: str) -> bool:
@@ -93,31 +118,7 @@ def _is_yomiage_entity(registry: er.EntityRegistry, entity_id: str) -> bool:
     return entry is not None and entry.platform == DOMAIN and entry.domain == Platform.TTS
 
 
-def _check_yomiage_entity(registry: er.EntityRegistry, entity_id: str) -> None:
-    if not _is_yomiage_entity(registry, entity_id):
-        raise ServiceValidationError(
-            translation_domain=DOMAIN,
-            translation_key="not_a_yomiage_entity",
-            translation_placeholders={"entity_id": entity_id},
-        )
-
-
-async def _async_render(
-    hass: HomeAssistant,
-    message: str,
-    engine: str,
-    language: str | None,
-    options: dict[str, Any],
-) -> None:
-    media_id = tts.generate_media_source_id(
-        hass, message, engine=engine, language=language, options=options, cache=True
-    )
-    await tts.async_get_media_source_audio(hass, media_id)
-
-
-def _announcement_request(
-    hass: HomeAssistant, satellite_id: str
-) -> tuple[str, str | None, dict[str, Any]]:
+def _announcement_render(hass: HomeAssistant, satellite_id: str) -> _Render:
     """The engine, language and options an ``assist_satellite.announce`` on ``satellite_id``
     will ask Home Assistant's TTS for: its pipeline's, with the satellite's audio format."""
     # Imported here: Assist is optional, and loading it is not this integration's to do.
@@ -145,4 +146,4 @@ def _announcement_request(
     if pipeline.tts_voice is not None:
         options[tts.ATTR_VOICE] = pipeline.tts_voice
     options.update(satellite.tts_options or {})
-    return engine, pipeline.tts_language, options
+    return _Render(engine, pipeline.tts_language, options)

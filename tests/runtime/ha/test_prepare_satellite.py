@@ -95,8 +95,24 @@ async def test_a_satellite_that_does_not_speak_with_yomiage_fails_the_action(
     await async_update_pipeline(hass, async_get_pipeline(hass), tts_engine=OtherVoice.entity_id)
     with pytest.raises(HomeAssistantError, match=r"speaks with tts\.other, not a Yomiage voice"):
         await _prepare(hass, satellites=[SATELLITE])
+    await async_update_pipeline(hass, async_get_pipeline(hass), tts_engine="tts.removed")
+    with pytest.raises(HomeAssistantError, match="has no text-to-speech engine"):
+        await _prepare(hass, satellites=[SATELLITE])
     with pytest.raises(HomeAssistantError, match=r"assist_satellite\.kitchen is not an Assist"):
         await _prepare(hass, satellites=["assist_satellite.kitchen"])
     # A call that names nobody fails the action's schema (how it is raised is Home Assistant's).
     with pytest.raises((vol.Invalid, HomeAssistantError), match="a Yomiage entity, an Assist"):
         await _prepare(hass)
+
+
+async def test_every_target_is_checked_before_any_is_rendered(
+    hass: HomeAssistant,
+    loaded_entry: MockConfigEntry,
+    entity_id: str,
+    satellite: Satellite,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runs = record_engine_calls(loaded_entry, monkeypatch)
+    with pytest.raises(HomeAssistantError, match="is not an Assist satellite"):
+        await _prepare(hass, entity_id=entity_id, satellites=[SATELLITE, "assist_satellite.den"])
+    assert runs == [], "nothing rendered for a call that fails"

@@ -123,6 +123,7 @@ def prepared_played_s(cap: CpuCap, cpus: float, plan: Plan, rep: int) -> float:
     """Seconds from ``tts.speak`` to the player's first bytes of a prepared message, Home
     Assistant (its test harness, with Yomiage's tiny voice) started and run inside the cap."""
     report = plan.out / f"prepared-{rep}.xml"
+    report.unlink(missing_ok=True)  # an earlier run's figure is not this one's
     command = [str(OURS_PYTHON), "-m", "pytest", PREPARED_TEST, "-q", "-p", "no:cacheprovider"]
     cap.set(cpus)
     try:

@@ -117,19 +117,22 @@ def test_each_dialect_starts_a_whole_message_smoothly_on_a_slow_box(
 ) -> None:
     """Smooth start needs the frames each sentence will take before any is synthesized: every
     dialect gives them (a duration graph, or the cut of its synthesizer), so on a box slower
-    than real time each opens with silence and then plays without a wait."""
+    than real time each opens with just enough silence (as ours does, test_smooth_start.py)
+    and then plays without a wait."""
     engine = Engine(MAKERS[maker](tiny_bundle, tmp_path / "bundle"), device="cpu", threads=1)
     options = QUIET.with_changes(voice=f"{SPEAKER}/Neutral")
     try:
         with pytest.MonkeyPatch.context() as patch:
             slow_down(engine, 1.3, patch)
+            engine.load_all()  # as every entry point does: no session is made while timed
             for _ in engine.stream("おはようございます。七時です。", options):
                 pass  # the engine learns the box from what it speaks
             smooth = listen(lambda: engine.stream(THREE_SENTENCES, options))
     finally:
         engine.close()
-    assert not np.any(smooth.chunks[0].pcm) and smooth.lead_s > 0.3
+    assert not np.any(smooth.chunks[0].pcm)
     assert smooth.waits_s() == 0.0, f"lateness per chunk: {smooth.lateness_s()}"
+    assert smooth.lead_s <= 1.2 * smooth.least_lead_s()
 
 
 # -- graphs no dialect fits fail at load, with one line ----------------------------------------

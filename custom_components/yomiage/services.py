@@ -91,6 +91,7 @@ class _Render:
 
 def _renders(hass: HomeAssistant, call: ServiceCall) -> list[_Render]:
     registry = er.async_get(hass)
+    language = call.data.get(ATTR_LANGUAGE)
     renders = []
     for entity_id in call.data[ATTR_ENTITY_ID]:
         if not _is_yomiage_entity(registry, entity_id):
@@ -99,7 +100,6 @@ def _renders(hass: HomeAssistant, call: ServiceCall) -> list[_Render]:
                 translation_key="not_a_yomiage_entity",
                 translation_placeholders={"entity_id": entity_id},
             )
-        language = call.data.get(ATTR_LANGUAGE)
         renders.append(_Render(entity_id, language, dict(call.data[ATTR_OPTIONS])))
     for satellite_id in call.data[ATTR_SATELLITES]:
         render = _announcement_render(hass, satellite_id)

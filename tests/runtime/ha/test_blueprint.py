@@ -54,15 +54,16 @@ class FiredClock:
 
     def __init__(self, hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch) -> None:
         self._hass, self._monkeypatch = hass, monkeypatch
-        self._moved: list[datetime] = []
+        self._moment: datetime | None = None
 
     def _now(self, time_zone: tzinfo | None = None) -> datetime:
-        return self._moved[-1].astimezone(time_zone or dt_util.get_default_time_zone())
+        assert self._moment is not None
+        return self._moment.astimezone(time_zone or dt_util.get_default_time_zone())
 
     def at(self, moment: datetime) -> None:
-        if not self._moved:  # templates read now() from here on: what the fired clock says
+        if self._moment is None:  # templates read now() from here on: what the clock says
             self._monkeypatch.setattr(dt_util, "now", self._now)
-        self._moved.append(moment)
+        self._moment = moment
         async_fire_time_changed(self._hass, moment)
 
 

@@ -21,7 +21,7 @@ from custom_components.yomiage.engine import ArrivingText
 from custom_components.yomiage.engine.synthesis import engine as engine_module
 from custom_components.yomiage.engine.synthesis.engine import Engine
 
-from .common import QUIET, THREE_SENTENCES, Throttle
+from .common import QUIET, SAMPLE_RATE, THREE_SENTENCES, Throttle
 from .playback import Heard, listen
 
 SLOWER = 1.3  # seconds of decoding per second of audio made
@@ -74,10 +74,31 @@ def test_a_whole_message_opens_with_the_least_silence_that_leaves_no_wait(
 def test_the_speech_is_the_same_with_and_without_a_smooth_start(
     smooth: Heard, plain: Heard
 ) -> None:
+    """A smooth start adds silence only: the lead, and a pause lengthened where the box ran
+    slower than it had learnt (a busy box may, mid-message). The speech is the same and no
+    pause is shorter."""
+
     def speech(heard: Heard) -> NDArray[np.int16]:
-        return np.trim_zeros(np.concatenate([chunk.pcm for chunk in heard.chunks]), "f")
+        return np.concatenate(
+            [c.pcm[round(c.pause_before_s * SAMPLE_RATE) :] for c in heard.chunks]
+        )
+
+    def pauses_s(heard: Heard) -> list[float]:
+        """The silence before each sentence, however many chunks carried it."""
+        pauses, pause = [], 0.0
+        for chunk in heard.chunks:
+            pause += chunk.pause_before_s
+            if chunk.ends_sentence:
+                pauses.append(pause)
+                pause = 0.0
+        return pauses
 
     np.testing.assert_array_equal(speech(smooth), speech(plain))
+    smooth_pauses, plain_pauses = pauses_s(smooth), pauses_s(plain)
+    assert len(smooth_pauses) == len(plain_pauses) == 3
+    assert smooth_pauses[0] > plain_pauses[0] + 1.0  # the lead
+    for lengthened, planned in zip(smooth_pauses[1:], plain_pauses[1:], strict=True):
+        assert lengthened >= planned - 1 / SAMPLE_RATE
     assert [c.text for c in smooth.chunks if c.starts_sentence] == [
         c.text for c in plain.chunks if c.starts_sentence
     ]

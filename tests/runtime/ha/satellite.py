@@ -40,9 +40,11 @@ class Satellite(AssistSatelliteEntity):
             "preferred_sample_channels": 1,
         }
         self._fetch = fetch
+        self.asked: list[str] = []  # the URLs it was asked to announce, as each is asked
         self.played: list[bytes] = []
 
     async def async_announce(self, announcement: AssistSatelliteAnnouncement) -> None:
+        self.asked.append(announcement.media_id)
         self.played.append(await self._fetch(announcement.media_id))
 
     @callback

@@ -627,6 +627,7 @@ def dialect_views(source: Path, out: Path) -> list[tuple[str, tuple[Path, str]]]
     from yomiage_engine.aivm import read_aivmx
 
     from tools.make_dialects import DEFAULT_OUT
+    from tools.presets import PRESETS
 
     preset = "tiny" if source == TINY_BUNDLE else "full"
     folder = REPO / DEFAULT_OUT[preset]
@@ -636,7 +637,7 @@ def dialect_views(source: Path, out: Path) -> list[tuple[str, tuple[Path, str]]]
         _progress(f"building {folder} (the first speaker in other exporters' forms)")
         build_dialects(folder, preset)
     hayakoe = one_speaker_view(folder / "hayakoe", out / "bundle-hayakoe", language=source)
-    (voice_file,) = folder.glob("*.aivmx")
+    voice_file = folder / f"{PRESETS[preset].speakers[0]}.aivmx"  # not the two-speaker one
     aivmx = out / "bundle-aivmx"
     shutil.rmtree(aivmx, ignore_errors=True)
     (aivmx / "onnx").mkdir(parents=True)

@@ -10,9 +10,10 @@ duration_predictor.onnx}``; the graph contracts are in docs/ARCHITECTURE.md.
 
 ``--form`` writes the graphs as another exporter does, so that the engine is tested on every
 dialect users bring (docs/VOICES.md): ``hayakoe`` (its current exporter: the model wrapped as
-``net_g``, a second output ``durations``), ``sbv2`` (Style-Bert-VITS2's converter: other input
-names, 0-d scalars, output ``output``, no duration graph) and ``aivmx`` (that graph with the AIVM
-metadata, written by aivmlib as ``BUNDLE_DIR/<name>.aivmx``).
+``net_g``, a second output ``durations``), ``sbv2`` (Style-Bert-VITS2's ``convert_onnx.py``: the
+generator traced as it is, its ``infer``'s seven outputs, other input names, 0-d scalars,
+onnxsim, no duration graph) and ``aivmx`` (that graph with the AIVM metadata, written by aivmlib
+as ``BUNDLE_DIR/<name>.aivmx``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tqdm import tqdm
 from .model import ModelConfig, ModelFileError, SynthesizerTrn, load_config, load_model
 from .model.config import N_SYMBOLS, STYLE_DIM
 from .model.errors import first_line
+from .model.synthesizer import SBV2Outputs
 
 OPSET = 17
 SPEAKERS_DIR = Path("onnx/speakers")
@@ -58,37 +60,36 @@ class Form:
     """How one exporter writes a voice's synthesizer (facts in ../shared/FACTS.md)."""
 
     wrapper: str  # the attribute holding the model: the node scopes' first part
-    inputs: tuple[str, ...]  # ours, in the graph's order
-    renamed: dict[str, str]  # ours -> the graph's name, where it differs
-    zero_d_scalars: bool
-    audio: str
     with_durations: bool  # a second output ``durations`` [1, phones]
-    duration_graph: bool  # duration_predictor.onnx beside it
 
 
-SBV2_ORDER = (*TEXT_INPUTS, "length_scale", "sdp_ratio", "noise_scale", "noise_scale_w")
-FORMS = {
-    "yomiage": Form("model", SYNTHESIZER_INPUTS, {}, False, "audio", False, True),
-    "hayakoe": Form("net_g", SYNTHESIZER_INPUTS, {}, False, "audio", True, True),
-    "sbv2": Form(
-        "model",
-        SBV2_ORDER,
-        {"x": "x_tst", "x_lengths": "x_tst_lengths", "tone": "tones"},
-        True,
-        "output",
-        False,
-        False,
-    ),
+# Both write SYNTHESIZER_INPUTS, the output ``audio`` and duration_predictor.onnx beside it.
+FORMS = {"yomiage": Form("model", False), "hayakoe": Form("net_g", True)}
+# Style-Bert-VITS2's convert_onnx.py (the JP-Extra branch): its argument order, input names and
+# dynamic axes; only the first output is named. It leaves the opset to torch (< 2.4 in its
+# requirements: 17, ours) and simplifies the traced graph with onnxsim.
+CONVERTER_FORMS = ("sbv2", "aivmx")
+CONVERTER_ORDER = (*TEXT_INPUTS, "length_scale", "sdp_ratio", "noise_scale", "noise_scale_w")
+CONVERTER_NAMES = {"x": "x_tst", "x_lengths": "x_tst_lengths", "tone": "tones"}
+CONVERTER_INPUTS = tuple(CONVERTER_NAMES.get(name, name) for name in CONVERTER_ORDER)
+CONVERTER_AUDIO = "output"
+CONVERTER_DYNAMIC_AXES = {
+    "x_tst": {0: "batch_size", 1: "x_tst_max_length"},
+    "x_tst_lengths": {0: "batch_size"},
+    "sid": {0: "batch_size"},
+    "tones": {0: "batch_size", 1: "x_tst_max_length"},
+    "language": {0: "batch_size", 1: "x_tst_max_length"},
+    "bert": {0: "batch_size", 2: "x_tst_max_length"},
+    "style_vec": {0: "batch_size"},
 }
-FORMS["aivmx"] = FORMS["sbv2"]
 JP_LANGUAGE_ID = 1
 JP_TONE_START = 6
 TRACE_PHONES = 9  # any length works: every length axis is dynamic; short keeps tracing fast
 
 
 class SynthesizerGraph(torch.nn.Module):
-    """synthesizer.onnx as ``form`` writes it: the text inputs and four scalars in its order ->
-    the audio [1, 1, S] (and, in hayakoe's form, the frames per phone [1, P])."""
+    """synthesizer.onnx as ``form`` writes it: the text inputs and four scalars -> the audio
+    [1, 1, S] (and, in hayakoe's form, the frames per phone [1, P])."""
 
     def __init__(self, model: SynthesizerTrn, form: Form) -> None:
         super().__init__()
@@ -96,10 +97,41 @@ class SynthesizerGraph(torch.nn.Module):
         self.add_module(form.wrapper, model)  # the wrapper names the node scopes
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        named = dict(zip(self.form.inputs, inputs, strict=True))
         model = getattr(self, self.form.wrapper)
-        return model(
-            *(named[name] for name in SYNTHESIZER_INPUTS), with_frames=self.form.with_durations
+        return model(*inputs, with_frames=self.form.with_durations)
+
+
+class ConverterGraph(SynthesizerTrn):
+    """synthesizer.onnx as Style-Bert-VITS2's converter writes it. It traces the generator
+    itself (node scopes ``/dec/...`` with no wrapper) with ``forward`` replaced by ``infer`` in
+    its own argument order, so the graph returns the whole of ``infer``'s result."""
+
+    def forward(  # type: ignore[override]  # the converter's order, not ``infer``'s
+        self,
+        x: torch.Tensor,
+        x_lengths: torch.Tensor,
+        sid: torch.Tensor,
+        tone: torch.Tensor,
+        language: torch.Tensor,
+        bert: torch.Tensor,
+        style_vec: torch.Tensor,
+        length_scale: torch.Tensor,
+        sdp_ratio: torch.Tensor,
+        noise_scale: torch.Tensor,
+        noise_scale_w: torch.Tensor,
+    ) -> SBV2Outputs:
+        return self.infer_with_latents(
+            x,
+            x_lengths,
+            sid,
+            tone,
+            language,
+            bert,
+            style_vec,
+            noise_scale=noise_scale,
+            length_scale=length_scale,
+            noise_scale_w=noise_scale_w,
+            sdp_ratio=sdp_ratio,
         )
 
 
@@ -168,11 +200,8 @@ def export_graph(
     input_names: Sequence[str],
     output_names: Sequence[str],
     path: Path,
-    renamed: dict[str, str] | None = None,
 ) -> None:
-    """Trace ``module`` to ONNX (opset 17, TorchScript exporter) and check the written file.
-    ``input_names``/``output_names`` are ours; ``renamed`` gives the graph's where it differs."""
-    renamed = renamed or {}
+    """Trace ``module`` to ONNX (opset 17, TorchScript exporter) and check the written file."""
     with warnings.catch_warnings(), torch.no_grad():
         # Tracer chatter (shape-dependent Python values, deprecation of dynamo=False) is noise here:
         # the parity tests check that one graph serves every length.
@@ -181,12 +210,10 @@ def export_graph(
             module,
             tuple(inputs[name] for name in input_names),
             str(path),
-            input_names=[renamed.get(name, name) for name in input_names],
+            input_names=list(input_names),
             output_names=list(output_names),
             dynamic_axes={
-                renamed.get(k, k): DYNAMIC_AXES[OUTPUT_ROLES.get(k, k)]
-                for k in (*input_names, *output_names)
-                if OUTPUT_ROLES.get(k, k) in DYNAMIC_AXES
+                k: DYNAMIC_AXES[k] for k in (*input_names, *output_names) if k in DYNAMIC_AXES
             },
             opset_version=OPSET,
             dynamo=False,
@@ -199,7 +226,6 @@ OUTPUT_SHAPES: dict[str, tuple[int | str, ...]] = {
     "audio": (1, 1, "samples"),
     "durations": (1, "phones"),
 }
-OUTPUT_ROLES = {"output": "audio"}  # Style-Bert-VITS2's name for the audio
 
 
 def _declare_output_shapes(path: Path) -> None:
@@ -207,7 +233,7 @@ def _declare_output_shapes(path: Path) -> None:
     graph_model = onnx.load(str(path))
     for output in graph_model.graph.output:
         dims = output.type.tensor_type.shape.dim
-        shape = OUTPUT_SHAPES[OUTPUT_ROLES.get(output.name, output.name)]
+        shape = OUTPUT_SHAPES[output.name]
         for dim, size in zip(dims, shape, strict=True):
             if isinstance(size, int):
                 dim.dim_value = size
@@ -314,10 +340,14 @@ def _export_files(
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(files.config, out / "config.json")
     np.save(out / "style_vectors.npy", style_vectors)
+    if form == "sbv2":
+        export_converter_graph(model, out / SYNTHESIZER_FILE)
+        return out
     chosen = FORMS[form]
-    graphs = [(SynthesizerGraph(model, chosen), chosen, SYNTHESIZER_FILE)]
-    if chosen.duration_graph:
-        graphs.append((DurationGraph(model), None, DURATION_FILE))
+    graphs = [
+        (SynthesizerGraph(model, chosen), chosen, SYNTHESIZER_FILE),
+        (DurationGraph(model), None, DURATION_FILE),
+    ]
     for module, synthesizer_form, file_name in tqdm(
         graphs, desc=f"export {out.name}", unit="graph", disable=not progress
     ):
@@ -333,10 +363,34 @@ def _export_one(
     if form is None:
         export_graph(module, inputs, DURATION_INPUTS, ["durations"], path)
         return
-    if form.zero_d_scalars:
-        inputs.update({name: inputs[name].reshape(()) for name in SCALAR_INPUTS})
-    outputs = [form.audio, *(["durations"] if form.with_durations else [])]
-    export_graph(module, inputs, form.inputs, outputs, path, form.renamed)
+    outputs = ["audio", *(["durations"] if form.with_durations else [])]
+    export_graph(module, inputs, SYNTHESIZER_INPUTS, outputs, path)
+
+
+def export_converter_graph(model: SynthesizerTrn, path: Path) -> None:
+    """Write ``model`` as Style-Bert-VITS2's converter does (``ConverterGraph``): traced with
+    0-d scalars, seven outputs of which the first is ``output``, then simplified by onnxsim."""
+    from onnxsim import simplify  # needed for this form only
+
+    graph = ConverterGraph(model.net).eval()
+    graph.load_state_dict(model.state_dict())
+    inputs = example_inputs(model.net.bert_dim)
+    inputs.update({name: inputs[name].reshape(()) for name in SCALAR_INPUTS})
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # tracer chatter, as in export_graph
+        torch.onnx.export(
+            graph,
+            tuple(inputs[name] for name in CONVERTER_ORDER),
+            str(path),
+            input_names=list(CONVERTER_INPUTS),
+            output_names=[CONVERTER_AUDIO],
+            dynamic_axes=CONVERTER_DYNAMIC_AXES,
+            opset_version=OPSET,
+            dynamo=False,
+        )
+    simplified, _ = simplify(onnx.load(str(path)))  # the converter ignores the check too
+    onnx.save(simplified, str(path))
+    onnx.checker.check_model(str(path), full_check=True)
 
 
 def _export_aivmx(
@@ -352,10 +406,9 @@ def _export_aivmx(
 
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"{name}.aivmx"
-    config = load_config(files.config)
     with tempfile.TemporaryDirectory(prefix="aivmx-") as scratch:
         graph = Path(scratch) / "model.onnx"
-        _export_one(SynthesizerGraph(model, FORMS["sbv2"]), FORMS["sbv2"], config, graph)
+        export_converter_graph(model, graph)
         write_aivmx(graph, files.config, files.style_vectors, name, target, about)
     return target
 
@@ -371,7 +424,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--name", help="speaker folder name (default: the model folder's name)")
     parser.add_argument("--checkpoint", type=Path, help="checkpoint file when there are several")
     parser.add_argument(
-        "--form", choices=sorted(FORMS), default="yomiage", help="which exporter's dialect"
+        "--form",
+        choices=sorted([*FORMS, *CONVERTER_FORMS]),
+        default="yomiage",
+        help="which exporter's dialect",
     )
     args = parser.parse_args(argv)
     torch.set_flush_denormal(True)

@@ -3,10 +3,12 @@
     python -m tools.make_dialects --preset tiny [--out DIR] [--seed N]
 
 Written (the same weights as the bundle's own export of that speaker, from the same seed):
-``DIR/hayakoe/onnx/speakers/<speaker>/`` (hayakoe's current exporter) and ``DIR/<speaker>.aivmx``
-(Style-Bert-VITS2's ONNX form with AIVM metadata, as AivisHub publishes voices; the same graph
-is Style-Bert-VITS2's own ONNX export). The engine's tests load each and compare it with the
-bundle (tests/runtime/engine/test_dialects.py).
+``DIR/hayakoe/onnx/speakers/<speaker>/`` (hayakoe's current exporter),
+``DIR/sbv2/onnx/speakers/<speaker>/`` (Style-Bert-VITS2's ONNX export beside its config and
+style vectors) and ``DIR/<speaker>.aivmx`` (that graph with the AIVM metadata, as AivisHub
+publishes voices). Besides, ``DIR/<preset>-duo.aivmx``: a random voice of two speakers
+(``DUO_SPEAKERS``), the rare multi-speaker AIVMX. The engine's tests load each and compare
+it with the bundle (tests/runtime/engine/test_dialects.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ from .presets import PRESETS
 from .random_voice import random_voice
 
 DEFAULT_OUT = {"tiny": Path("tests/fixtures/dialects-tiny"), "full": Path(".cache/dialects-full")}
+DUO_SPEAKERS = ("duo-a", "duo-b")  # spk2id order: sid 0 and 1
+
+
+def duo_name(preset: str) -> str:
+    """The two-speaker voice's model name (its AIVMX is ``<name>.aivmx``)."""
+    return f"{preset}-duo"
 
 
 def build_dialects(out: Path, preset: str, seed: int = DEFAULT_SEED) -> Path:
@@ -39,9 +47,16 @@ def build_dialects(out: Path, preset: str, seed: int = DEFAULT_SEED) -> Path:
     with tempfile.TemporaryDirectory(prefix="random-voices-") as scratch:
         voice = random_voice(voices, speaker, BERT_HIDDEN[preset], seed)
         model_dir = voice.write_model_folder(Path(scratch) / speaker)
-        export_speaker(model_dir, out / "hayakoe", name=speaker, progress=False, form="hayakoe")
+        for form in ("hayakoe", "sbv2"):
+            export_speaker(model_dir, out / form, name=speaker, progress=False, form=form)
         export_speaker(
             model_dir, out, name=speaker, progress=False, form="aivmx", about=TEST_VOICE_ABOUT
+        )
+        duo = duo_name(preset)
+        voice = random_voice(voices, duo, BERT_HIDDEN[preset], seed, speakers=DUO_SPEAKERS)
+        model_dir = voice.write_model_folder(Path(scratch) / duo)
+        export_speaker(
+            model_dir, out, name=duo, progress=False, form="aivmx", about=TEST_VOICE_ABOUT
         )
     return out
 

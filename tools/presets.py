@@ -12,6 +12,7 @@ from typing import Any
 
 SAMPLING_RATE = 44100
 HOP_LENGTH = 512
+FILTER_LENGTH = 2048  # the STFT's: the posterior encoder reads FILTER_LENGTH // 2 + 1 bins
 SBV2_VERSION = "2.7.0-JP-Extra"  # the config format these files follow
 
 JP_EXTRA_MODEL: dict[str, Any] = {
@@ -60,27 +61,33 @@ class VoicePreset:
     styles: tuple[str, ...]  # the first is Neutral, stored as the mean of the others
     model: dict[str, Any]
 
-    def sbv2_config(self, speaker: str, bert_dim: int) -> dict[str, Any]:
-        """The ``config.json`` of one speaker's SBV2 model folder."""
+    def sbv2_config(
+        self, name: str, bert_dim: int, speakers: tuple[str, ...] | None = None
+    ) -> dict[str, Any]:
+        """The ``config.json`` of SBV2 model folder ``name``, whose speakers are ``speakers``
+        (default: one, ``name``) in ``spk2id`` order."""
+        speakers = speakers or (name,)
         model = dict(self.model)
         if bert_dim != 1024:
             model["bert_dim"] = bert_dim  # Yomiage extension (SBV2 hard-codes 1024)
         return {
-            "model_name": speaker,
+            "model_name": name,
             "data": {
                 "use_jp_extra": True,
                 "max_wav_value": 32768.0,
                 "sampling_rate": SAMPLING_RATE,
-                "filter_length": 2048,
+                "filter_length": FILTER_LENGTH,
                 "hop_length": HOP_LENGTH,
                 "win_length": 2048,
                 "n_mel_channels": 128,
                 "mel_fmin": 0.0,
                 "mel_fmax": None,
                 "add_blank": True,
-                "n_speakers": 1,
+                "n_speakers": len(speakers),
                 "cleaned_text": True,
-                "spk2id": {speaker: 0},
+                "spk2id": {speaker: sid for sid, speaker in enumerate(speakers)},
+                # SBV2's TTSModel refuses a num_styles (default 1) other than len(style2id).
+                "num_styles": len(self.styles),
                 "style2id": {style: row for row, style in enumerate(self.styles)},
             },
             "model": model,

@@ -27,7 +27,8 @@ from .model.attention import RelativeSelfAttention
 from .model.config import STYLE_DIM
 from .model.flows import ElementwiseAffine
 from .model.layers import ChannelLayerNorm
-from .presets import HOP_LENGTH, SAMPLING_RATE, VoicePreset
+from .model.training_parts import TrainingParts
+from .presets import FILTER_LENGTH, HOP_LENGTH, SAMPLING_RATE, VoicePreset
 from .pseudo_text import pseudo_sentence
 
 TARGET_MORAE_PER_SECOND = 7.5
@@ -37,6 +38,8 @@ CALIBRATION_MORAE = (5, 8, 10, 12, 13, 15, 18, 22, 27, 34)  # a pseudo-Japanese 
 DEFAULT_SDP_RATIO = 0.2  # the engine's defaults (SynthesisOptions)
 DEFAULT_NOISE_W = 0.8
 STYLE_SCALE = 0.5  # spread of the random style vectors
+SPEC_CHANNELS = FILTER_LENGTH // 2 + 1  # the posterior encoder's input (linear spectrogram)
+TRAINING_STREAM = 0  # the training parts' own random stream: the model's draws stay as they were
 
 
 @dataclass(frozen=True)
@@ -56,28 +59,41 @@ class RandomVoice:
     config: ModelConfig
     model: SynthesizerTrn
     style_vectors: np.ndarray  # float32 [n_styles, 256], row 0 = mean of the others
+    training: TrainingParts  # random too: inference never reads them, SBV2's files hold them
 
     def write_model_folder(self, folder: Path) -> Path:
-        """An SBV2 model folder (config.json, <name>.safetensors, style_vectors.npy)."""
+        """An SBV2 model folder (config.json, <name>.safetensors, style_vectors.npy), the
+        checkpoint as SBV2's training writes it into its model_assets folder."""
         folder.mkdir(parents=True, exist_ok=True)
         text = json.dumps(self.config.raw, ensure_ascii=False, indent=2) + "\n"
         (folder / "config.json").write_text(text, encoding="utf-8")
-        save_checkpoint(self.model, folder / f"{folder.name}.safetensors")
+        save_checkpoint(self.model, folder / f"{folder.name}.safetensors", self.training)
         np.save(folder / "style_vectors.npy", self.style_vectors)
         return folder
 
 
-def random_voice(preset: VoicePreset, speaker: str, bert_dim: int, seed: int) -> RandomVoice:
-    """Build, randomise and calibrate one speaker of ``preset``."""
-    config = parse_config(preset.sbv2_config(speaker, bert_dim))
-    rng = np.random.default_rng([seed, *speaker.encode()])
+def random_voice(
+    preset: VoicePreset,
+    speaker: str,
+    bert_dim: int,
+    seed: int,
+    speakers: tuple[str, ...] | None = None,
+) -> RandomVoice:
+    """Build, randomise and calibrate the voice ``speaker`` of ``preset``; ``speakers``: the
+    names of a multi-speaker model's speakers (default: the one, ``speaker``)."""
+    config = parse_config(preset.sbv2_config(speaker, bert_dim, speakers))
+    entropy = [seed, *speaker.encode()]
+    rng = np.random.default_rng(entropy)
     model = SynthesizerTrn(config.net).eval()
-    randomize_(model, rng)
+    randomize_(model, config.net.hidden_channels, rng)
     style_vectors = random_style_vectors(len(preset.styles), rng)
     calibration = calibration_set(config.net.bert_dim, style_vectors[0], rng)
     calibrate_durations_(model, calibration, seed)
     calibrate_loudness_(model, calibration.inputs[:2], seed)
-    return RandomVoice(config, model, style_vectors)
+    training = TrainingParts(config.net, SPEC_CHANNELS)
+    streams = np.random.SeedSequence(entropy, spawn_key=(TRAINING_STREAM,))
+    randomize_(training, config.net.hidden_channels, np.random.default_rng(streams))
+    return RandomVoice(config, model, style_vectors, training)
 
 
 def random_style_vectors(n_styles: int, rng: np.random.Generator) -> np.ndarray:
@@ -89,9 +105,8 @@ def random_style_vectors(n_styles: int, rng: np.random.Generator) -> np.ndarray:
 # --- weights ------------------------------------------------------------------------------------
 
 
-def randomize_(model: SynthesizerTrn, rng: np.random.Generator) -> None:
+def randomize_(model: nn.Module, hidden: int, rng: np.random.Generator) -> None:
     """Draw every parameter, scaled per layer type so activations stay of order one."""
-    hidden = model.net.hidden_channels
     done: set[int] = set()
     for name, module in model.named_modules():
         for param_name, param in module.named_parameters(recurse=False):

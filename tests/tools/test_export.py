@@ -14,7 +14,10 @@ import torch
 from conftest import REPO_ROOT, TINY_BUNDLE, session
 
 from tools.export import (
+    CONVERTER_INPUTS,
+    CONVERTER_ORDER,
     DURATION_INPUTS,
+    SCALAR_INPUTS,
     SYNTHESIZER_INPUTS,
     example_inputs,
     export_speaker,
@@ -147,6 +150,66 @@ def test_noise_inputs_are_live(exported: Path, tiny_voices: dict[str, RandomVoic
         durations.run(["durations"], {k: feeds[k] for k in DURATION_INPUTS})[0] for _ in range(4)
     ]
     assert any(not np.array_equal(draws[0], other) for other in draws[1:])
+
+
+@pytest.fixture(scope="module")
+def converter_export(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    bundle = tmp_path_factory.mktemp("sbv2")
+    return export_speaker(tiny_model_dir, bundle, name="tiny-a", progress=False, form="sbv2")
+
+
+def converter_feeds(inputs: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """Ours as the converter's graph takes them: its names and order, 0-d scalars."""
+    return {
+        name: inputs[ours].reshape(() if ours in SCALAR_INPUTS else inputs[ours].shape).numpy()
+        for name, ours in zip(CONVERTER_INPUTS, CONVERTER_ORDER, strict=True)
+    }
+
+
+@pytest.mark.parametrize(("n_phones", "length_scale"), [(1, 1.0), (9, 0.8), (41, 1.0), (151, 1.3)])
+def test_the_converters_form_matches_pytorch(
+    converter_export: Path,
+    tiny_voices: dict[str, RandomVoice],
+    n_phones: int,
+    length_scale: float,
+) -> None:
+    """Style-Bert-VITS2's form: its seven outputs are what the reference model's
+    ``infer_with_latents`` returns, its audio what ``infer`` gives (and our own form)."""
+    assert sorted(p.name for p in converter_export.iterdir()) == [
+        "config.json",
+        "style_vectors.npy",
+        "synthesizer.onnx",
+    ]
+    voice = tiny_voices["tiny-a"]
+    inputs = noise_free(voice, n_phones, length_scale)
+    with torch.no_grad():
+        audio, path, frame_mask, latents = voice.model.infer_with_latents(**inputs)
+        assert torch.equal(audio, voice.model.infer(**inputs))
+    expected = [t.numpy() for t in (audio, path, frame_mask, *latents)]
+    outputs = session(converter_export / "synthesizer.onnx").run(None, converter_feeds(inputs))
+    assert len(outputs) == 7
+    assert outputs[0].shape == audio.shape and audio.std() > 0.01
+    np.testing.assert_allclose(outputs[0], expected[0], atol=AUDIO_TOLERANCE, rtol=0)
+    np.testing.assert_array_equal(outputs[1], expected[1])  # the alignment: 0 or 1
+    np.testing.assert_array_equal(outputs[2], expected[2])
+    for got, wanted in zip(outputs[3:], expected[3:], strict=True):
+        np.testing.assert_allclose(got, wanted, atol=1e-4, rtol=0)
+
+
+def test_the_converters_noise_inputs_are_live(
+    converter_export: Path, tiny_voices: dict[str, RandomVoice]
+) -> None:
+    """onnxsim folded no random draw into a constant: both noise scalars still act."""
+    inputs = noise_free(tiny_voices["tiny-a"], 31, 1.0)
+    graph = session(converter_export / "synthesizer.onnx")
+    quiet = graph.run(["output"], converter_feeds(inputs))[0]
+    inputs["noise_scale"] = torch.tensor([0.667])
+    noisy = [graph.run(["output"], converter_feeds(inputs))[0] for _ in range(2)]
+    assert noisy[0].shape == quiet.shape and not np.allclose(noisy[0], noisy[1])
+    inputs["noise_scale_w"] = torch.tensor([0.8])
+    inputs["sdp_ratio"] = torch.tensor([1.0])
+    lengths = {graph.run(["output"], converter_feeds(inputs))[0].shape for _ in range(6)}
+    assert len(lengths) > 1  # the stochastic durations vary
 
 
 def test_export_copies_config_and_style_vectors(exported: Path, tiny_model_dir: Path) -> None:

@@ -2,7 +2,8 @@
 
 Weight-normalised layers are stored by SBV2 as ``weight_g``/``weight_v`` pairs (or, with newer
 torch, ``parametrizations.weight.original0/1``). They are folded into plain ``weight`` tensors here,
-so the model and the exported graphs never see weight norm.
+so the model and the exported graphs never see weight norm. The training-only parts SBV2's files
+carry (``enc_q.*``, ``sdp.post_*``) are skipped on reading and written from ``TrainingParts``.
 """
 
 from __future__ import annotations
@@ -18,12 +19,17 @@ from safetensors.torch import load_file, save_file
 from .config import ModelConfig, load_config
 from .errors import ModelFileError, first_line
 from .synthesizer import SynthesizerTrn
+from .training_parts import TrainingParts
 
 # Training-only parts of SBV2's generator, and bookkeeping entries, that inference ignores.
 IGNORED_PREFIXES = ("enc_q.", "sdp.post_")
 IGNORED_KEYS = frozenset({"iteration"})
-# The layers SBV2 wraps in weight norm (decoder upsamplers and resblock convolutions).
-WEIGHT_NORM_LAYER = re.compile(r"^dec\.(ups\.\d+|resblocks\.\d+\.convs[12]?\.\d+)$")
+# The layers SBV2 wraps in weight norm: the decoder's upsamplers and resblock convolutions, and
+# every convolution of the posterior encoder's WaveNet.
+WEIGHT_NORM_LAYER = re.compile(
+    r"^(dec\.(ups\.\d+|resblocks\.\d+\.convs[12]?\.\d+)"
+    r"|enc_q\.enc\.(in_layers\.\d+|res_skip_layers\.\d+|cond_layer))$"
+)
 _PAIRS = (
     (".weight_g", ".weight_v"),
     (".parametrizations.weight.original0", ".parametrizations.weight.original1"),
@@ -133,8 +139,21 @@ def load_model(config: ModelConfig | str | Path, checkpoint: str | Path) -> Synt
     return model.eval()
 
 
-def save_checkpoint(model: SynthesizerTrn, path: str | Path, iteration: int = 0) -> None:
-    """Write ``model`` as SBV2 writes inference checkpoints (weight-norm pairs, ``iteration``)."""
-    state = unfold_weight_norm({k: v.detach().contiguous() for k, v in model.state_dict().items()})
+def save_checkpoint(
+    model: SynthesizerTrn,
+    path: str | Path,
+    training: TrainingParts,
+    iteration: int = 0,
+    for_infer: bool = True,
+) -> None:
+    """Write ``model`` with its ``training`` parts as SBV2's ``save_safetensors`` does:
+    weight-norm pairs, an int64 [1] ``iteration``; ``for_infer`` (the model_assets file its
+    training writes, and AivisHub's .aivm) leaves out ``enc_q``, as SBV2's own switch does."""
+    state = model.state_dict() | {
+        key: tensor
+        for key, tensor in training.state_dict().items()
+        if not (for_infer and key.startswith("enc_q."))
+    }
+    state = unfold_weight_norm({k: v.detach().contiguous() for k, v in state.items()})
     state["iteration"] = torch.tensor([iteration], dtype=torch.int64)
     save_file(state, str(path))

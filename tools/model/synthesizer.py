@@ -19,7 +19,9 @@ from .generator import Generator
 from .masks import alignment_path, sequence_mask
 from .text_encoder import TextEncoder
 
-Scalar = torch.Tensor | float  # the exported graphs feed float32 [1] tensors
+Scalar = torch.Tensor | float  # the exported graphs feed float32 [1] (or 0-d) tensors
+Tensors4 = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+SBV2Outputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor, Tensors4]
 
 
 @dataclass
@@ -29,6 +31,23 @@ class EncodedText:
     prior_log_std: torch.Tensor  # [B, inter, T]
     mask: torch.Tensor  # [B, 1, T]
     speaker: torch.Tensor  # [B, gin, 1]
+
+
+@dataclass
+class Decoded:
+    """The audio and the tensors on its way, in SBV2's ``infer`` order (its names in brackets)."""
+
+    audio: torch.Tensor  # [B, 1, S] (o)
+    path: torch.Tensor  # the alignment [B, 1, T_frames, T_phones] (attn)
+    frame_mask: torch.Tensor  # [B, 1, T_frames] (y_mask)
+    z: torch.Tensor  # the flow's output [B, inter, T_frames]
+    z_p: torch.Tensor  # the prior sample it inverts
+    mean: torch.Tensor  # the prior expanded to frames (m_p)
+    log_std: torch.Tensor  # (logs_p)
+
+    def as_sbv2(self) -> SBV2Outputs:
+        """SBV2's return structure: ``(o, attn, y_mask, (z, z_p, m_p, logs_p))``."""
+        return self.audio, self.path, self.frame_mask, (self.z, self.z_p, self.mean, self.log_std)
 
 
 class SynthesizerTrn(nn.Module):
@@ -105,15 +124,23 @@ class SynthesizerTrn(nn.Module):
 
     def decode(self, text: EncodedText, frames: torch.Tensor, noise_scale: Scalar) -> torch.Tensor:
         """Expand the prior along the durations, sample it, invert the flow, vocode: [B, 1, S]."""
+        return self.decode_with_latents(text, frames, noise_scale).audio
+
+    def decode_with_latents(
+        self, text: EncodedText, frames: torch.Tensor, noise_scale: Scalar
+    ) -> Decoded:
+        """``decode`` with what it computes on the way (the tensors SBV2's ``infer`` returns)."""
         n_frames = torch.clamp_min(torch.sum(frames, [1, 2]), 1).long()
         frame_mask = sequence_mask(n_frames, n_frames.max()).unsqueeze(1).to(frames.dtype)
         path_mask = text.mask.unsqueeze(2) * frame_mask.unsqueeze(-1)
-        path = alignment_path(frames, path_mask).squeeze(1)  # [B, T_frames, T_phones]
-        mean = (path @ text.prior_mean.transpose(1, 2)).transpose(1, 2)
-        log_std = (path @ text.prior_log_std.transpose(1, 2)).transpose(1, 2)
+        path = alignment_path(frames, path_mask)
+        aligned = path.squeeze(1)  # [B, T_frames, T_phones]
+        mean = (aligned @ text.prior_mean.transpose(1, 2)).transpose(1, 2)
+        log_std = (aligned @ text.prior_log_std.transpose(1, 2)).transpose(1, 2)
         z_p = mean + torch.randn_like(mean) * torch.exp(log_std) * noise_scale
         z = self.flow(z_p, frame_mask, text.speaker)
-        return self.dec(z * frame_mask, text.speaker)
+        audio = self.dec(z * frame_mask, text.speaker)
+        return Decoded(audio, path, frame_mask, z, z_p, mean, log_std)
 
     def infer(
         self,
@@ -136,6 +163,26 @@ class SynthesizerTrn(nn.Module):
         frames = self.frames(text, length_scale, sdp_ratio, noise_scale_w)
         audio = self.decode(text, frames, noise_scale)
         return (audio, frames.squeeze(1)) if with_frames else audio
+
+    def infer_with_latents(
+        self,
+        x: torch.Tensor,
+        x_lengths: torch.Tensor,
+        sid: torch.Tensor,
+        tone: torch.Tensor,
+        language: torch.Tensor,
+        bert: torch.Tensor,
+        style_vec: torch.Tensor,
+        noise_scale: Scalar = 0.667,
+        length_scale: Scalar = 1.0,
+        noise_scale_w: Scalar = 0.8,
+        sdp_ratio: Scalar = 0.0,
+    ) -> SBV2Outputs:
+        """``infer``'s audio with what SBV2's ``infer`` returns beside it (``Decoded.as_sbv2``):
+        Style-Bert-VITS2's converter exports all of it."""
+        text = self.encode(x, x_lengths, sid, tone, language, bert, style_vec)
+        frames = self.frames(text, length_scale, sdp_ratio, noise_scale_w)
+        return self.decode_with_latents(text, frames, noise_scale).as_sbv2()
 
     # An exporter traces the module's call: its nodes then sit in the scope of the attribute
     # that holds it (``/net_g/dec/...`` for hayakoe's wrapper).

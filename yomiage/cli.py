@@ -116,21 +116,28 @@ def _write_audio(
     path: Path, file_format: tuple[str, str], sample_rate: int, chunks: Any, started: float
 ) -> tuple[float | None, list[AudioChunk]]:
     """Write chunks as they come (the file grows piece by piece) in ``file_format`` (libsndfile's
-    container and sample format); returns first-audio time."""
+    container and sample format); returns first-audio time. Written beside ``path`` under a
+    hidden name and moved there whole: a failed request leaves no partial file (and an earlier
+    file of that name stays as it was)."""
     import soundfile  # only this command writes files
 
     container, subtype = file_format
     first_audio_s: float | None = None
     written: list[AudioChunk] = []
     path.parent.mkdir(parents=True, exist_ok=True)
-    with soundfile.SoundFile(
-        path, "w", samplerate=sample_rate, channels=1, format=container, subtype=subtype
-    ) as out:
-        for chunk in chunks:
-            if first_audio_s is None:
-                first_audio_s = time.perf_counter() - started
-            out.write(chunk.pcm)
-            written.append(chunk)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        with soundfile.SoundFile(
+            partial, "w", samplerate=sample_rate, channels=1, format=container, subtype=subtype
+        ) as out:
+            for chunk in chunks:
+                if first_audio_s is None:
+                    first_audio_s = time.perf_counter() - started
+                out.write(chunk.pcm)
+                written.append(chunk)
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
     return first_audio_s, written
 
 

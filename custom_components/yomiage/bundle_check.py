@@ -12,7 +12,7 @@ from pathlib import Path
 from homeassistant.core import HomeAssistant
 
 from . import const
-from .engine import BundleError
+from .engine import BundleError, VoiceMismatchError
 from .engine.bundle import SPEAKERS_DIR, TOKENIZER_DIR
 from .local_setup import load_engine
 
@@ -74,6 +74,8 @@ def _classify(err: BundleError, root: Path) -> BundleCheckError:
         return BundleCheckError("no_language_model", file=str(root), problem=err.problem)
     if not path.exists() or (path.is_file() and path.stat().st_size == 0):
         return BundleCheckError("missing_file", file=shown, problem=err.problem)
+    if isinstance(err, VoiceMismatchError):
+        return BundleCheckError("voice_mismatch", file=shown, problem=err.problem)
     if path.suffix == ".onnx":
         return BundleCheckError("broken_graph", file=shown, problem=err.problem)
     return BundleCheckError("bundle_invalid", file=shown, problem=err.problem)

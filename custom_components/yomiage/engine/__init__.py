@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         InvalidOptionError,
         InvalidTextError,
         UnknownVoiceError,
+        VoiceMismatchError,
         YomiageError,
     )
     from .onnx.graph_cache import default_cache_dir
@@ -45,6 +46,7 @@ _HOMES = {
     "Synthesis": ".synthesis.results",
     "SynthesisOptions": ".synthesis.options",
     "UnknownVoiceError": ".errors",
+    "VoiceMismatchError": ".errors",
     "YomiageError": ".errors",
     "default_cache_dir": ".onnx.graph_cache",
     "sentence_reports": ".synthesis.results",
@@ -65,6 +67,7 @@ __all__ = [
     "Synthesis",
     "SynthesisOptions",
     "UnknownVoiceError",
+    "VoiceMismatchError",
     "YomiageError",
     "default_cache_dir",
     "sentence_reports",

@@ -42,6 +42,11 @@ class BundleError(YomiageError):
         self.problem = problem
 
 
+class VoiceMismatchError(BundleError):
+    """A voice file that loads but was made for another bundle: another language model's
+    features, other style vectors, more speakers than its graph has."""
+
+
 class DeviceUnavailableError(YomiageError):
     """The requested device (CUDA) cannot be used on this machine."""
 

@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 
 from custom_components.yomiage.engine.synthesis.engine import Engine
+from custom_components.yomiage.engine.synthesis.graphs import decode_window
 from custom_components.yomiage.engine.synthesis.options import SynthesisOptions
-from custom_components.yomiage.engine.synthesis.pieces import decode_window
 
 # Noise off: the graphs become deterministic, so outputs can be compared exactly.
 QUIET = SynthesisOptions(noise=0.0, noise_w=0.0)

@@ -8,12 +8,23 @@ import shutil
 import subprocess
 import sys
 import wave
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pytest
 import soundfile
 
 from ..ebur128 import measure_file
+from ..voice_files import (
+    AIVMX,
+    BROKEN,
+    SPEAKER,
+    SPEAKER_DIR,
+    aivmx_folder,
+    hayakoe_bundle,
+    sbv2_bundle,
+)
 from .common import SAMPLE_RATE, THREE_SENTENCES
 
 
@@ -191,28 +202,65 @@ def _longest_zero_runs(samples: np.ndarray, count: int) -> list[int]:
 
 
 def test_say_speaks_voices_as_other_exporters_write_them(tiny_bundle: Path, tmp_path: Path) -> None:
-    """A folder of AIVMX files (with --language-model) and a bundle in hayakoe's current form:
-    both load and speak; a broken graph of each fails at load with one line."""
-    from .test_dialects import DIALECTS, SPEAKER, hayakoe
-
-    voices = tmp_path / "aivis"
-    voices.mkdir()
-    shutil.copyfile(DIALECTS / f"{SPEAKER}.aivmx", voices / f"{SPEAKER}.aivmx")
+    """A folder of AIVMX files (with --language-model), Style-Bert-VITS2's converter's graph in
+    a speaker folder and a bundle in hayakoe's current form: each loads and speaks; a damaged
+    file of each fails at load with one line."""
+    voices = aivmx_folder(tiny_bundle, tmp_path / "aivis")
     listed = _yomiage("voices", "--bundle", str(voices), "--language-model", str(tiny_bundle))
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.split() == [f"{SPEAKER}/ノーマル", f"{SPEAKER}/Happy", f"{SPEAKER}/Sad"]
-    hayakoe_bundle = hayakoe(tiny_bundle, tmp_path / "hayakoe")
-    for bundle, extra in ((voices, ["--language-model", str(tiny_bundle)]), (hayakoe_bundle, [])):
-        out = tmp_path / f"{bundle.name}.wav"
+    bundles = {
+        "aivmx": (voices, ["--language-model", str(tiny_bundle)]),
+        "sbv2": (sbv2_bundle(tiny_bundle, tmp_path / "sbv2"), []),
+        "hayakoe": (hayakoe_bundle(tiny_bundle, tmp_path / "hayakoe"), []),
+    }
+    for name, (bundle, extra) in bundles.items():
+        out = tmp_path / f"{name}.wav"
         spoken = _yomiage(
             "say", "はい。そうです。", "--bundle", str(bundle), *extra, "-o", str(out)
         )
         assert spoken.returncode == 0, spoken.stderr
         with wave.open(str(out)) as wav:
             assert wav.getnframes() > SAMPLE_RATE // 2
-    (voices / f"{SPEAKER}.aivmx").write_bytes(b"\x08\x07" * 100)
-    graph = hayakoe_bundle / "onnx" / "speakers" / SPEAKER / "synthesizer.onnx"
-    graph.write_bytes(graph.read_bytes()[:1000])
-    for bundle, extra in ((voices, ["--language-model", str(tiny_bundle)]), (hayakoe_bundle, [])):
+    (voices / AIVMX.name).write_bytes(b"\x08\x07" * 100)
+    for name in ("sbv2", "hayakoe"):
+        graph = bundles[name][0] / SPEAKER_DIR / "synthesizer.onnx"
+        graph.write_bytes(graph.read_bytes()[:1000])
+    for bundle, extra in bundles.values():
         failed = _yomiage("say", "はい。", "--bundle", str(bundle), *extra, "-o", str(out))
         assert failed.returncode == 2 and len(failed.stderr.splitlines()) == 1, failed.stderr
+
+
+@pytest.mark.parametrize("defect", sorted(BROKEN))
+def test_a_voice_that_does_not_fit_fails_at_load_and_writes_nothing(
+    tiny_bundle: Path, tmp_path: Path, defect: str
+) -> None:
+    """`voices` and `say` exit 2 with the one line naming the file and what does not fit; `say`
+    leaves no file behind (nor a partial one)."""
+    bundle = BROKEN[defect].bundle(tiny_bundle, tmp_path / "bundle")
+    out = tmp_path / "out" / "speech.wav"
+    for args in (("voices",), ("say", "はい。", "-o", str(out))):
+        result = _yomiage(*args, "--bundle", str(bundle))
+        assert result.returncode == 2, result.stderr
+        assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
+        assert re.search(BROKEN[defect].message, result.stderr.strip()), result.stderr
+    assert not out.parent.exists() or not any(out.parent.iterdir())
+
+
+def test_a_say_that_fails_midway_leaves_no_partial_file(tmp_path: Path) -> None:
+    """Audio already written when the stream fails (a model run that errs mid-text) is thrown
+    away: no partial file, and an earlier file of that name stays as it was."""
+    from yomiage_engine import AudioChunk, YomiageError
+
+    from yomiage.cli import AUDIO_FILE_FORMATS, _write_audio
+
+    def failing() -> Iterator[AudioChunk]:
+        yield AudioChunk(np.ones(4410, dtype=np.int16), SAMPLE_RATE, "あ。", 0.0, 0.1)
+        raise YomiageError("the model failed")
+
+    out = tmp_path / "speech.wav"
+    out.write_bytes(b"earlier")
+    with pytest.raises(YomiageError):
+        _write_audio(out, AUDIO_FILE_FORMATS[".wav"], SAMPLE_RATE, failing(), 0.0)
+    assert out.read_bytes() == b"earlier"
+    assert [p.name for p in tmp_path.iterdir()] == ["speech.wav"]

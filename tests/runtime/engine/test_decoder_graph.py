@@ -15,12 +15,12 @@ from custom_components.yomiage.engine.bundle import Bundle
 from custom_components.yomiage.engine.onnx.decoder_graph import read_split, split_decoder
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 from custom_components.yomiage.engine.synthesis import pieces as pieces_module
-from custom_components.yomiage.engine.synthesis.pieces import (
+from custom_components.yomiage.engine.synthesis.decode_speed import (
     FIRST_AUDIO_BUDGET_S,
     DecodeSpeed,
-    decode_in_pieces,
-    decode_spans,
 )
+from custom_components.yomiage.engine.synthesis.graphs import VoiceGraphs
+from custom_components.yomiage.engine.synthesis.pieces import decode_in_pieces, decode_spans
 from custom_components.yomiage.engine.synthesis.voice import ModelInputs, SentenceInput, Voice
 from custom_components.yomiage.engine.text.frontend import Frontend
 from custom_components.yomiage.engine.text.normalize import normalize
@@ -105,15 +105,21 @@ def test_graph_without_a_decoder_scope_does_not_split() -> None:
 @pytest.fixture
 def voice(tiny_bundle: Path, tmp_path: Path) -> Voice:
     files = next(iter(Bundle.open(tiny_bundle).speakers.values()))
-    return Voice(files, SessionFactory(threads=1, cache_dir=tmp_path, use_cache=True))
+    factory = SessionFactory(threads=1, cache_dir=tmp_path, use_cache=True)
+    frame_s = files.config.hop_length / files.config.sample_rate
+    graphs = VoiceGraphs(files.synthesizer, files.duration_predictor, factory, DecodeSpeed(frame_s))
+    return Voice(files, graphs, _bert_width(files.synthesizer), "bert_q8.onnx")
+
+
+def _bert_width(synthesizer: Path) -> int:
+    return int(next(i.shape[1] for i in session(synthesizer).get_inputs() if i.name == "bert"))
 
 
 def sentence(voice: Voice, text: str) -> SentenceInput:
     """Phones of ``text``, random BERT features of the bundle's width, the first style."""
     frontend = Frontend()
     sequence = frontend.analyse(normalize(text))
-    graph = session(voice.files.synthesizer)
-    hidden = next(i.shape[1] for i in graph.get_inputs() if i.name == "bert")
+    hidden = _bert_width(voice.files.synthesizer)
     rng = np.random.default_rng(len(text))
     bert = rng.standard_normal((hidden, sequence.phones.shape[0])).astype(np.float32)
     return SentenceInput(sequence, bert, voice.style_vector(voice.styles[0], 1.0), QUIET_INPUTS)
@@ -155,7 +161,7 @@ def test_pieces_add_up_to_the_whole_sentence(voice: Voice, monkeypatch: pytest.M
     np.testing.assert_allclose(joined, whole, atol=TOLERANCE, rtol=0)
     # The published, unsplit graph agrees as well (same threads: durations are rounded up, so
     # a different summation order could move a phone by a frame).
-    feeds = voice._contract.feeds(voice._values(spoken))
+    feeds = voice.graphs._contract.feeds(voice._values(spoken))
     published_session = SessionFactory(threads=1, use_cache=False).create(voice.files.synthesizer)
     (published,) = published_session.run(None, feeds)
     np.testing.assert_allclose(whole, published.reshape(-1), atol=TOLERANCE, rtol=0)

@@ -15,57 +15,42 @@ import pytest
 
 from custom_components.yomiage.engine.errors import BundleError
 from custom_components.yomiage.engine.onnx import wire
+from custom_components.yomiage.engine.onnx.sessions import SessionFactory
+from custom_components.yomiage.engine.synthesis.decode_speed import DecodeSpeed
 from custom_components.yomiage.engine.synthesis.engine import Engine
-from custom_components.yomiage.engine.synthesis.pieces import DecodeSpeed
 from custom_components.yomiage.engine.synthesis.results import AudioChunk
 
-from ..conftest import FIXTURES
+from ..voice_files import (
+    AIVMX,
+    BROKEN,
+    DIALECTS,
+    DUO_AIVMX,
+    DUO_SPEAKERS,
+    SBV2_SPEAKER,
+    SPEAKER,
+    SPEAKER_DIR,
+    aivmx_folder,
+    bundle_with,
+    hayakoe_bundle,
+    redeclared,
+    sbv2_bundle,
+)
 from .common import QUIET, THREE_SENTENCES, slow_down
 from .playback import listen
+from .test_decoder_graph import sentence
 
-DIALECTS = FIXTURES / "dialects-tiny"
-SPEAKER = "tiny-a"
 TEXT = "今日は天気がいいので、公園まで散歩に行きましょう。" + THREE_SENTENCES
 
 
-def _bundle_with(tiny_bundle: Path, root: Path, speaker_files: dict[str, Path]) -> Path:
-    """A bundle of the tiny bundle's BERT and one speaker ``SPEAKER`` made of ``speaker_files``
-    (file name in the speaker folder -> the file to copy there)."""
-    shutil.copytree(tiny_bundle / "bert", root / "bert")
-    shutil.copytree(tiny_bundle / "onnx" / "bert", root / "onnx" / "bert")
-    folder = root / "onnx" / "speakers" / SPEAKER
-    folder.mkdir(parents=True)
-    for name, source in speaker_files.items():
-        shutil.copyfile(source, folder / name)
-    return root
-
-
-def _ours(tiny_bundle: Path) -> dict[str, Path]:
-    folder = tiny_bundle / "onnx" / "speakers" / SPEAKER
-    return {name: folder / name for name in ("config.json", "style_vectors.npy")}
-
-
-def hayakoe(tiny_bundle: Path, root: Path) -> Path:
-    folder = DIALECTS / "hayakoe" / "onnx" / "speakers" / SPEAKER
-    return _bundle_with(tiny_bundle, root, {p.name: p for p in folder.iterdir()})
-
-
-def sbv2_onnx(tiny_bundle: Path, root: Path) -> Path:
-    """Style-Bert-VITS2's ONNX export beside its config and style vectors: an AIVMX's graph is
-    that export, and no duration graph comes with it."""
-    files = {**_ours(tiny_bundle), "synthesizer.onnx": DIALECTS / f"{SPEAKER}.aivmx"}
-    return _bundle_with(tiny_bundle, root, files)
-
-
 def ours_without_duration_graph(tiny_bundle: Path, root: Path) -> Path:
-    folder = tiny_bundle / "onnx" / "speakers" / SPEAKER
-    files = {**_ours(tiny_bundle), "synthesizer.onnx": folder / "synthesizer.onnx"}
-    return _bundle_with(tiny_bundle, root, files)
+    folder = tiny_bundle / SPEAKER_DIR
+    names = ("config.json", "style_vectors.npy", "synthesizer.onnx")
+    return bundle_with(tiny_bundle, root, {name: folder / name for name in names})
 
 
 MAKERS: dict[str, Callable[[Path, Path], Path]] = {
-    "hayakoe": hayakoe,
-    "sbv2-onnx": sbv2_onnx,
+    "hayakoe": hayakoe_bundle,
+    "sbv2-converter": sbv2_bundle,
     "ours-without-duration-graph": ours_without_duration_graph,
 }
 
@@ -135,88 +120,76 @@ def test_each_dialect_starts_a_whole_message_smoothly_on_a_slow_box(
     assert smooth.lead_s <= 1.2 * smooth.least_lead_s()
 
 
-# -- graphs no dialect fits fail at load, with one line ----------------------------------------
-def _edited(source: Path, target: Path, edit: Callable[[wire.Field], list[bytes] | None]) -> None:
-    """``source`` with each input/output declaration replaced by what ``edit`` gives (None:
-    kept as it is)."""
-    model_fields, graph_field = wire.model_graph(memoryview(source.read_bytes()))
-    graph = wire.Chunks()
-    for item in wire.fields(wire.as_message(graph_field.value)):
-        replaced = edit(item) if item.number in (wire.GRAPH_INPUT, wire.GRAPH_OUTPUT) else None
-        for part in [item.raw] if replaced is None else replaced:
-            graph.add(part)
-    target.write_bytes(b"".join(wire.with_graph(model_fields, graph_field, graph).parts))
-
-
-def _named(item: wire.Field) -> str:
-    return wire.value_info_rank(item)[0]
-
-
-def _drop_sid(item: wire.Field) -> list[bytes] | None:
-    return [] if _named(item) == "sid" else None
-
-
-def _scalar_as_matrix(item: wire.Field) -> list[bytes] | None:
-    if _named(item) != "length_scale":
-        return None
-    return [wire.bytes_field(item.number, wire.value_info("length_scale", 1, [1, 1]))]
-
-
-def _audio_renamed(item: wire.Field) -> list[bytes] | None:
-    if _named(item) != "output":
-        return None
-    return [wire.bytes_field(item.number, wire.value_info("wav", 1, [1, 1, "samples"]))]
-
-
-@pytest.mark.parametrize(
-    ("edit", "message"),
-    [
-        (_drop_sid, r"synthesizer\.onnx: missing input 'sid'$"),
-        (_scalar_as_matrix, r"input 'length_scale' has rank 2: a scalar is \[1\] or 0-d$"),
-        (_audio_renamed, r"no audio output: expected one output named 'audio' or 'output'"),
-    ],
-)
-def test_a_graph_no_dialect_fits_fails_at_load(
-    tiny_bundle: Path,
-    tmp_path: Path,
-    edit: Callable[[wire.Field], list[bytes] | None],
-    message: str,
+# -- what the converter adds is left unread; what cannot speak fails at load, with one line ------
+def test_the_converters_extra_outputs_are_cut_away_from_every_run(
+    tiny_bundle: Path, tmp_path: Path
 ) -> None:
-    bundle = sbv2_onnx(tiny_bundle, tmp_path / "bundle")
-    graph = bundle / "onnx" / "speakers" / SPEAKER / "synthesizer.onnx"
-    _edited(DIALECTS / f"{SPEAKER}.aivmx", graph, edit)
-    with pytest.raises(BundleError, match=message) as caught:
+    """Style-Bert-VITS2's graph gives six outputs beside the audio (attention path, masks,
+    latents): the engine reads none of them, and neither the front nor the decoder nor the
+    duration pass computes one for nobody (their graphs end at what is read)."""
+    outputs = list(wire.read_interface(SBV2_SPEAKER / "synthesizer.onnx").outputs)
+    assert outputs[0] == "output" and len(outputs) == 7
+    extra = set(outputs[1:])
+    engine = Engine(sbv2_bundle(tiny_bundle, tmp_path / "bundle"), device="cpu", threads=1)
+    try:
+        engine.load_all()
+        graphs = engine._voices[SPEAKER].graphs
+        split = graphs._split_sessions()
+        assert split is not None  # cut in front of the decoder
+        assert [o.name for o in split.front.get_outputs()] == list(split.boundary)
+        assert [o.name for o in split.decoder.get_outputs()] == ["output"]
+        durations = graphs._duration_pass()
+        assert durations is not None  # cut at its durations
+        assert [o.name for o in durations[0].get_outputs()] == [durations[1].output]
+        read = {o.name for o in (*split.front.get_outputs(), *durations[0].get_outputs())}
+        assert not read & extra
+    finally:
+        engine.close()
+
+
+def test_a_synthesizers_own_durations_output_gives_the_pauses(
+    ours: Engine, tiny_bundle: Path, tmp_path: Path
+) -> None:
+    """hayakoe's synthesizer without its duration graph: the pause pass is cut at the
+    ``durations`` the graph gives, and pauses as ours."""
+    folder = DIALECTS / "hayakoe" / SPEAKER_DIR
+    files = {p.name: p for p in folder.iterdir() if p.name != "duration_predictor.onnx"}
+    engine = Engine(bundle_with(tiny_bundle, tmp_path / "bundle", files), device="cpu", threads=1)
+    try:
+        found = engine._voices[SPEAKER].graphs._duration_pass()
+        assert found is not None and found[1].output == "durations"
+        voice = f"{SPEAKER}/Neutral"
+        got = [c.pause_before_s for c in _speak(engine, voice)]
+        assert got == [c.pause_before_s for c in _speak(ours, voice)]
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("defect", sorted(BROKEN))
+def test_a_voice_that_cannot_speak_with_its_bundle_fails_at_load(
+    tiny_bundle: Path, tmp_path: Path, defect: str
+) -> None:
+    bundle = BROKEN[defect].bundle(tiny_bundle, tmp_path / "bundle")
+    with pytest.raises(BundleError, match=BROKEN[defect].message) as caught:
         Engine(bundle, device="cpu", threads=1)
     assert "\n" not in str(caught.value)
 
 
-def test_an_unknown_extra_output_fails_at_load(tiny_bundle: Path, tmp_path: Path) -> None:
-    bundle = hayakoe(tiny_bundle, tmp_path / "bundle")
-    graph = bundle / "onnx" / "speakers" / SPEAKER / "synthesizer.onnx"
+def _scalar_as_matrix(name: str) -> bytes | bool:
+    if name != "length_scale":
+        return True
+    return wire.value_info("length_scale", wire.TENSOR_FLOAT, [1, 1])
 
-    def rename_durations(item: wire.Field) -> list[bytes] | None:
-        if _named(item) != "durations":
-            return None
-        return [wire.bytes_field(item.number, wire.value_info("timings", 1, [1, "phones"]))]
 
-    _edited(
-        DIALECTS / "hayakoe" / "onnx" / "speakers" / SPEAKER / "synthesizer.onnx",
-        graph,
-        rename_durations,
-    )
-    with pytest.raises(BundleError, match=r"unknown output 'timings'"):
+def test_a_scalar_of_another_rank_fails_at_load(tiny_bundle: Path, tmp_path: Path) -> None:
+    bundle = sbv2_bundle(tiny_bundle, tmp_path / "bundle")
+    graph = bundle / SPEAKER_DIR / "synthesizer.onnx"
+    redeclared(SBV2_SPEAKER / "synthesizer.onnx", graph, _scalar_as_matrix)
+    with pytest.raises(BundleError, match=r"'length_scale' has rank 2: a scalar is \[1\] or 0-d$"):
         Engine(bundle, device="cpu", threads=1)
 
 
 # -- AivisHub's AIVMX files: a folder of them, the language model of a bundle beside it ---------
-def aivmx_folder(tiny_bundle: Path, root: Path) -> Path:
-    """``root/voices`` holds the AIVMX file alone; ``root/official`` is a bundle beside it."""
-    shutil.copytree(tiny_bundle, root / "official")
-    (root / "voices").mkdir()
-    shutil.copyfile(DIALECTS / f"{SPEAKER}.aivmx", root / "voices" / f"{SPEAKER}.aivmx")
-    return root / "voices"
-
-
 def test_a_folder_of_aivmx_files_speaks_with_the_manifests_names(
     ours: Engine, tiny_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -243,14 +216,14 @@ def test_a_folder_of_aivmx_files_speaks_with_the_manifests_names(
 
 def test_aivmx_voices_without_a_language_model_anywhere_fail_at_load(tmp_path: Path) -> None:
     (tmp_path / "voices").mkdir()
-    shutil.copyfile(DIALECTS / f"{SPEAKER}.aivmx", tmp_path / "voices" / f"{SPEAKER}.aivmx")
+    shutil.copyfile(AIVMX, tmp_path / "voices" / AIVMX.name)
     with pytest.raises(BundleError, match="no language model"):
         Engine(tmp_path / "voices", device="cpu", threads=1)
 
 
 def test_a_named_language_model_serves_aivmx_voices(tiny_bundle: Path, tmp_path: Path) -> None:
     (tmp_path / "voices").mkdir()
-    shutil.copyfile(DIALECTS / f"{SPEAKER}.aivmx", tmp_path / "voices" / f"{SPEAKER}.aivmx")
+    shutil.copyfile(AIVMX, tmp_path / "voices" / AIVMX.name)
     engine = Engine(tmp_path / "voices", device="cpu", threads=1, language_model=tiny_bundle)
     try:
         assert engine.synthesize("はい。", QUIET).audio.size > 0
@@ -290,7 +263,7 @@ def test_aivmx_metadata_that_does_not_parse_fails_at_load(
     tiny_bundle: Path, tmp_path: Path, key: str, value: str, message: str
 ) -> None:
     folder = aivmx_folder(tiny_bundle, tmp_path)
-    _with_metadata(DIALECTS / f"{SPEAKER}.aivmx", folder / f"{SPEAKER}.aivmx", key, value)
+    _with_metadata(AIVMX, folder / AIVMX.name, key, value)
     with pytest.raises(BundleError, match=message) as caught:
         Engine(folder, device="cpu", threads=1)
     assert "\n" not in str(caught.value)
@@ -300,11 +273,43 @@ def test_two_voice_files_with_one_speaker_name_give_two_voices(
     tiny_bundle: Path, tmp_path: Path
 ) -> None:
     folder = aivmx_folder(tiny_bundle, tmp_path)
-    shutil.copyfile(DIALECTS / f"{SPEAKER}.aivmx", folder / "another.aivmx")
+    shutil.copyfile(AIVMX, folder / "another.aivmx")
     engine = Engine(folder, device="cpu", threads=1)
     try:
         assert list(engine.voices) == [SPEAKER, f"{SPEAKER} (2)"]
         spoken = engine.synthesize("はい。", QUIET.with_changes(voice=f"{SPEAKER} (2)/Sad"))
         assert spoken.audio.size > 0
+    finally:
+        engine.close()
+
+
+def test_a_multi_speaker_aivmx_is_one_set_of_sessions_chosen_by_sid(
+    tiny_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every speaker of the file is a voice with its styles as AivisSpeech lists them; all run
+    on the file's one set of sessions, each fed its manifest id as ``sid``."""
+    prepared: list[Path] = []
+    create_split = SessionFactory.create_split
+
+    def counted(self: SessionFactory, path: Path, audio: str) -> object:
+        prepared.append(path)
+        return create_split(self, path, audio)
+
+    monkeypatch.setattr(SessionFactory, "create_split", counted)
+    engine = Engine(aivmx_folder(tiny_bundle, tmp_path, DUO_AIVMX), device="cpu", threads=1)
+    try:
+        assert engine.voices == {name: ["ノーマル", "Happy", "Sad"] for name in DUO_SPEAKERS}
+        engine.load_all()
+        assert len(prepared) == 1  # one file, one set of sessions
+        published = SessionFactory(threads=1, use_cache=False).create(DUO_AIVMX)
+        spoken: dict[int, np.ndarray] = {}
+        for sid, name in enumerate(DUO_SPEAKERS):
+            voice = engine._voices[name]
+            said = sentence(voice, "今日はいい天気ですね。")
+            spoken[sid] = voice.synthesize(said)
+            feeds = voice.graphs._contract.feeds({**voice._values(said), "sid": np.array([sid])})
+            (expected,) = published.run(["output"], feeds)
+            np.testing.assert_allclose(spoken[sid], expected.reshape(-1), atol=1e-4, rtol=0)
+        assert spoken[0].shape != spoken[1].shape or not np.allclose(spoken[0], spoken[1])
     finally:
         engine.close()

@@ -187,7 +187,7 @@ def test_voice_without_any_duration_pass_uses_minimum_pause(
     """No duration graph, and a synthesizer whose durations cannot be cut out of it."""
     for speaker in (bundle_copy / "onnx" / "speakers").iterdir():
         (speaker / "duration_predictor.onnx").unlink()
-    monkeypatch.setattr(sessions, "cut_durations", lambda model: None)
+    monkeypatch.setattr(sessions, "cut_durations", lambda model, output: None)
     engine = Engine(bundle_copy, device="cpu", threads=1)
     result = engine.synthesize("はい。そうです。", QUIET)
     assert [s.pause_before_s for s in result.sentences] == [0.0, 0.08]

@@ -11,10 +11,11 @@ import pytest
 
 from custom_components.yomiage.engine.audio.loudness import held_back
 from custom_components.yomiage.engine.synthesis.bert import join_char_features, spread_over_phones
+from custom_components.yomiage.engine.synthesis.decode_speed import DecodeSpeed
 from custom_components.yomiage.engine.synthesis.engine import Engine
 from custom_components.yomiage.engine.synthesis.options import SynthesisOptions
 from custom_components.yomiage.engine.synthesis.pauses import MIN_PAUSE_S
-from custom_components.yomiage.engine.synthesis.pieces import FIRST_PIECE_FRAMES, DecodeSpeed
+from custom_components.yomiage.engine.synthesis.pieces import FIRST_PIECE_FRAMES
 from custom_components.yomiage.engine.synthesis.results import AudioChunk
 from custom_components.yomiage.engine.synthesis.voice import Voice
 from custom_components.yomiage.engine.text.frontend import Frontend

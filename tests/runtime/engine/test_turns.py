@@ -231,11 +231,11 @@ def test_an_assist_reply_does_not_wait_for_an_announcements_decoder_run(
     _warm_first_turns(engine)
     alone = _pcm(engine.stream(announcement_text, QUIET))
     voice = engine._voices[next(iter(engine.voices))]
-    split = voice._split_sessions()
+    split = voice.graphs._split_sessions()
     assert split is not None
     decoder = _SlowCuttableDecoder(split.decoder)
     slow: SplitSessions = dataclasses.replace(split, decoder=decoder)  # type: ignore[arg-type]
-    monkeypatch.setattr(voice, "_split_sessions", lambda: slow)
+    monkeypatch.setattr(voice.graphs, "_split_sessions", lambda: slow)
     announced: dict[str, np.ndarray] = {}
 
     def announce() -> None:

@@ -26,6 +26,7 @@ from custom_components.yomiage.const import (
 )
 from custom_components.yomiage.engine.text.readings.user_dict import UserDictionary
 
+from ..voice_files import BROKEN, SPEAKER_DIR
 from .common import SPEAKERS, engine_of
 
 
@@ -130,6 +131,31 @@ async def test_broken_graph_is_named(
     assert placeholders["problem"]
 
 
+@pytest.mark.parametrize(
+    ("defect", "error"),
+    [
+        ("bert-width", "voice_mismatch"),
+        ("style-width", "voice_mismatch"),
+        ("speaker-id", "voice_mismatch"),
+        ("missing-input", "broken_graph"),
+        ("no-audio-output", "broken_graph"),
+    ],
+)
+async def test_a_voice_that_does_not_fit_is_refused_with_what_does_not_fit(
+    hass: HomeAssistant, config_dir: Path, tiny_bundle: Path, defect: str, error: str
+) -> None:
+    """Style-Bert-VITS2's converter's graph with one defect: the form names the file and the
+    engine's one line, before any entry exists."""
+    bundle = BROKEN[defect].bundle(tiny_bundle, config_dir / "voices" / "sbv2")
+    result = await _submit_path(hass, str(bundle))
+    assert result["type"] is FlowResultType.FORM
+    assert result["errors"] == {"base": error}
+    placeholders = result["description_placeholders"]
+    assert placeholders["file"] == str(SPEAKER_DIR / "synthesizer.onnx")
+    assert re.search(BROKEN[defect].message.partition(": ")[2], placeholders["problem"])
+    assert not hass.config_entries.async_entries(DOMAIN)
+
+
 async def test_bundle_without_voices(hass: HomeAssistant, bundle_dir: Path) -> None:
     shutil.rmtree(bundle_dir / SPEAKERS)
     (bundle_dir / SPEAKERS).mkdir()
@@ -155,6 +181,7 @@ async def test_errors_are_translated_in_english_and_japanese() -> None:
         "not_a_folder",
         "missing_file",
         "broken_graph",
+        "voice_mismatch",
         "no_voices",
         "no_language_model",
         "bundle_invalid",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import threading
 from pathlib import Path
@@ -27,6 +28,7 @@ from yomiage.wyoming_server import (
     main,
 )
 
+from ..voice_files import BROKEN
 from .client import (
     QUIET,
     THREE_SENTENCES,
@@ -246,6 +248,18 @@ def test_a_missing_bundle_is_named_in_the_error(
     missing = tmp_path / "no-such-bundle"
     assert main(["--uri", "tcp://127.0.0.1:0", "--bundle", str(missing)]) == 2
     assert str(missing) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("defect", sorted(BROKEN))
+def test_a_voice_that_does_not_fit_stops_the_server_at_start_with_one_line(
+    tiny_bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], defect: str
+) -> None:
+    """What the add-on's log shows: the server does not start on a voice it could not speak
+    with, and says which file and why (never the first request's traceback)."""
+    bundle = BROKEN[defect].bundle(tiny_bundle, tmp_path / "bundle")
+    assert main(["--uri", "tcp://127.0.0.1:0", "--bundle", str(bundle)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert re.search(BROKEN[defect].message, line), line
 
 
 def test_zeroconf_announces_a_tcp_server_only(

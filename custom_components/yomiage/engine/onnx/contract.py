@@ -1,32 +1,36 @@
 """What a voice graph must offer, read from the graph: one contract for every exporter's dialect.
 
-Voices come from several exporters, and their graphs differ only in names and ranks:
+Voices come from several exporters, and their graphs differ in names, ranks and extra outputs:
 
 - ours and hayakoe's: inputs ``x, x_lengths, sid, tone, language, bert, style_vec`` and the
   scalars ``noise_scale, length_scale, noise_scale_w, sdp_ratio`` shaped [1]; output ``audio``
-  [1, 1, S], and in hayakoe's current exporter a second output ``durations`` (phone timings,
-  left unread: the engine cuts what it needs out of the graph);
+  [1, 1, S], and in hayakoe's current exporter a second output ``durations`` (frames per phone);
 - Style-Bert-VITS2's converter (its ONNX files, AivisHub's AIVMX): ``x_tst, x_tst_lengths`` and
-  ``tones`` for the first and fourth, the scalars 0-d, output ``output``.
+  ``tones`` for the first and fourth, the scalars 0-d, output ``output`` and six more under names
+  torch generated (the attention path, masks and latents its ``infer`` returns beside the audio).
 
 The engine speaks in the first dialect's names (``FEEDS``); a contract renames and reshapes its
-feeds for one graph and names the output to read. It is read when a bundle opens (inputs and
-outputs only: no node, no weight), so that a graph no dialect fits fails there, with one line
-naming the file and what does not fit, never at the first request.
+feeds for one graph and names the outputs speech needs: the audio, and the durations where the
+graph gives them. Any other output is left unread (and the graph cuts drop it: decoder_graph.py).
+A graph fails only where it cannot speak: an input missing or unknown, of the wrong rank, or of
+a fixed size that contradicts the bundle (``check_fits``: BERT width, style vector width, the
+speaker's id); no audio output. Read when a bundle opens (declarations only: no weight), so that
+such a graph fails there, with one line naming the file and what does not fit, never at the
+first request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import BundleError
-from .wire import Interface, WireError, read_interface
+from ..errors import BundleError, VoiceMismatchError
+from .wire import Interface, Shape, WireError, read_interface
 
 # Our names -> the rank each must have; the scalars may be [1] or 0-d.
 SEQUENCE_RANKS = {
@@ -47,17 +51,31 @@ AUDIO_RANK = 3  # [1, 1, samples]
 DURATIONS_OUTPUT = "durations"
 # The duration predictor's graph takes everything but the synthesizer's sampling noise.
 DURATION_FEEDS = tuple(name for name in FEEDS if name != "noise_scale")
+# The axis of bert [1, width, phones] and style_vec [1, width] that must match the bundle.
+WIDTH_AXIS = 1
+
+
+@dataclass(frozen=True)
+class VoiceShape:
+    """What a bundle gives a voice's graphs: the widths of its features and the speaker's id."""
+
+    bert_width: int  # the language model's hidden size
+    style_width: int  # columns of the style vectors
+    speaker_id: int
 
 
 @dataclass(frozen=True)
 class GraphContract:
     """How to feed one voice graph (our name -> its name and, for scalars, rank) and which of
-    its outputs holds what the engine reads."""
+    its outputs hold what the engine reads."""
 
     path: Path
     names: dict[str, str]
     scalar_ranks: dict[str, int]
     output: str  # the audio of a synthesizer, the frames per phone of a duration graph
+    durations: str | None = None  # a synthesizer's own frames-per-phone output, where it has one
+    widths: dict[str, int] = field(default_factory=dict)  # bert / style_vec widths it fixes
+    speakers: int | None = None  # rows of its speaker table, where one is found
 
     def feeds(self, values: Mapping[str, NDArray[Any]]) -> dict[str, NDArray[Any]]:
         """``values`` (our names; scalars of any shape) as this graph takes them; values it has
@@ -79,6 +97,30 @@ class GraphContract:
         ranks = {ours: rank for ours, rank in self.scalar_ranks.items() if ours in names}
         return GraphContract(self.path, names, ranks, output)
 
+    def check_fits(self, shape: VoiceShape, language_model: str, style_vectors: str) -> None:
+        """VoiceMismatchError (one line) where the graph was made for other features or
+        speakers than the bundle gives it; ``language_model``, ``style_vectors``: those files,
+        as shown."""
+        bert, style = self.widths.get("bert"), self.widths.get("style_vec")
+        if bert is not None and bert != shape.bert_width:
+            raise VoiceMismatchError(
+                str(self.path),
+                f"input {self.names['bert']!r} takes {bert}-wide features but the language "
+                f"model ({language_model}) gives {shape.bert_width}: the voice needs another one",
+            )
+        if style is not None and style != shape.style_width:
+            raise VoiceMismatchError(
+                str(self.path),
+                f"input {self.names['style_vec']!r} takes {style}-wide style vectors but "
+                f"{style_vectors} holds {shape.style_width}-wide ones",
+            )
+        if self.speakers is not None and not 0 <= shape.speaker_id < self.speakers:
+            raise VoiceMismatchError(
+                str(self.path),
+                f"speaker id {shape.speaker_id} is not in its speaker table "
+                f"(ids 0 to {self.speakers - 1})",
+            )
+
 
 def synthesizer_contract(path: Path) -> GraphContract:
     """The contract of a synthesizer graph (any dialect); BundleError naming what does not fit."""
@@ -92,19 +134,22 @@ def synthesizer_contract(path: Path) -> GraphContract:
             f"{' or '.join(map(repr, AUDIO_OUTPUTS))} [1, 1, samples], found "
             f"{_described(interface.outputs)}",
         )
-    if interface.outputs[audio[0]] not in (AUDIO_RANK, None):
+    declared = interface.outputs[audio[0]]
+    if declared is not None and len(declared) != AUDIO_RANK:
         raise BundleError(
             str(path),
-            f"output {audio[0]!r} has rank {interface.outputs[audio[0]]}, expected [1, 1, samples]",
+            f"output {audio[0]!r} has rank {len(declared)}, expected [1, 1, samples]",
         )
-    unknown = set(interface.outputs) - {audio[0], DURATIONS_OUTPUT}
-    if unknown:
-        raise BundleError(
-            str(path),
-            f"unknown output {', '.join(map(repr, sorted(unknown)))}: a synthesizer gives "
-            f"{audio[0]!r} and optionally {DURATIONS_OUTPUT!r}",
-        )
-    return GraphContract(path, names, ranks, audio[0])
+    durations = DURATIONS_OUTPUT if DURATIONS_OUTPUT in interface.outputs else None
+    return GraphContract(
+        path,
+        names,
+        ranks,
+        audio[0],
+        durations,
+        _widths(interface, names),
+        _speaker_rows(interface, names["sid"]),
+    )
 
 
 def duration_contract(path: Path) -> GraphContract:
@@ -118,7 +163,14 @@ def duration_contract(path: Path) -> GraphContract:
             f"expected one output {DURATIONS_OUTPUT!r} [1, phones], found "
             f"{_described(interface.outputs)}",
         )
-    return GraphContract(path, names, ranks, DURATIONS_OUTPUT)
+    return GraphContract(
+        path,
+        names,
+        ranks,
+        DURATIONS_OUTPUT,
+        widths=_widths(interface, names),
+        speakers=_speaker_rows(interface, names["sid"]),
+    )
 
 
 def _interface(path: Path) -> Interface:
@@ -143,7 +195,8 @@ def _inputs(
         raise BundleError(str(path), f"missing input {', '.join(map(repr, missing))}")
     ranks: dict[str, int] = {}
     for ours, theirs in names.items():
-        rank = interface.inputs[theirs]
+        shape = interface.inputs[theirs]
+        rank = None if shape is None else len(shape)
         if ours in SCALARS:
             if rank not in (0, 1, None):
                 raise BundleError(
@@ -157,7 +210,32 @@ def _inputs(
     return names, ranks
 
 
-def _described(declared: dict[str, int | None]) -> str:
+def _widths(interface: Interface, names: dict[str, str]) -> dict[str, int]:
+    """The feature widths the graph fixes (bert's, style_vec's), in our names."""
+    widths: dict[str, int] = {}
+    for ours in ("bert", "style_vec"):
+        shape = interface.inputs[names[ours]]
+        width = None if shape is None else shape[WIDTH_AXIS]
+        if width is not None:
+            widths[ours] = width
+    return widths
+
+
+def _speaker_rows(interface: Interface, sid: str) -> int | None:
+    """Rows of the speaker table the ``sid`` input indexes (SBV2's ``emb_g``: a Gather from a
+    [speakers, gin] weight); None where the graph reads it otherwise."""
+    for node in interface.nodes("Gather"):
+        if len(node.inputs) == 2 and node.inputs[1] == sid:
+            dims = interface.initializer_dims.get(node.inputs[0])
+            if dims is not None and len(dims) == 2:
+                return dims[0]
+    return None
+
+
+def _described(declared: Mapping[str, Shape | None]) -> str:
     if not declared:
         return "none"
-    return ", ".join(f"{name!r} (rank {rank})" for name, rank in declared.items())
+    return ", ".join(
+        f"{name!r} (rank {'?' if shape is None else len(shape)})"
+        for name, shape in declared.items()
+    )

@@ -77,16 +77,19 @@ def read_split(source: Path, audio: str) -> DecoderSplit | None:
     return split_decoder(wire.mapped(source), audio)
 
 
-def cut_durations(model: memoryview) -> Chunks | None:
-    """The part of a synthesizer that computes the frames of each phone, up to its one Ceil
-    (its inputs: the synthesizer's that the part reads); None where it has none or several."""
+def cut_durations(model: memoryview, output: str | None) -> Chunks | None:
+    """The part of a synthesizer that computes the frames of each phone: up to its output
+    ``output`` where it gives them (hayakoe's ``durations``), else up to its one Ceil (its
+    inputs: the synthesizer's that the part reads); None where it has none or several."""
     model_fields, graph_field = wire.model_graph(model)
     graph = wire.Graph.parse(wire.as_message(graph_field.value))
-    ceils = [node.outputs[0] for node in graph.nodes.values() if node.op_type == "Ceil"]
-    if len(ceils) != 1:
-        return None
-    keep = _ancestors(graph, (ceils[0],))
-    return wire.with_graph(model_fields, graph_field, _encode(graph, keep, outputs=(ceils[0],)))
+    if output is None:
+        ceils = [node.outputs[0] for node in graph.nodes.values() if node.op_type == "Ceil"]
+        if len(ceils) != 1:
+            return None
+        output = ceils[0]
+    keep = _ancestors(graph, (output,))
+    return wire.with_graph(model_fields, graph_field, _encode(graph, keep, outputs=(output,)))
 
 
 def _ancestors(graph: wire.Graph, names: tuple[str, ...]) -> set[int]:

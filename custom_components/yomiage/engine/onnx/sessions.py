@@ -146,16 +146,16 @@ class SessionFactory:
         shape = DecoderShape(hop=described["hop"], context=described["context"])
         return SplitSessions(front, decoder, tuple(described["boundary"]), shape)
 
-    def create_durations(self, path: Path) -> ort.InferenceSession | None:
+    def create_durations(self, path: Path, output: str | None) -> ort.InferenceSession | None:
         """A session of the part of synthesizer ``path`` that computes the frames per phone
-        (decoder_graph.cut_durations); None where it has no such part. Its inputs are those
-        of the synthesizer that the part reads."""
+        (decoder_graph.cut_durations: up to its output ``output`` where it has one); None where
+        it has no such part. Its inputs are those of the synthesizer that the part reads."""
         if self.device == "cpu" and self.use_cache:
             folder = self._cache_folder()
             try:
                 entry = graph_cache.cache_entry(path, folder, _prepared_settings(), "", "durations")
                 if not (entry / GRAPH_FILE).is_file():
-                    cut = _durations_or_none(path)
+                    cut = _durations_or_none(path, output)
                     if cut is None:
                         return None
                     folder.mkdir(parents=True, exist_ok=True)
@@ -170,7 +170,7 @@ class SessionFactory:
             except BundleError as err:  # a damaged entry: dropped, the part made in memory
                 _LOGGER.warning("Discarding cached durations of %s: %s", path, err.problem)
                 graph_cache.drop_entry(entry)
-        cut = _durations_or_none(path)
+        cut = _durations_or_none(path, output)
         if cut is None:
             return None
         return self._open(b"".join(cut.parts), self.options(), shown_as=path)
@@ -285,9 +285,9 @@ def _shared_cpu_arena() -> bool:
     return True
 
 
-def _durations_or_none(source: Path) -> Chunks | None:
+def _durations_or_none(source: Path, output: str | None) -> Chunks | None:
     try:
-        return cut_durations(wire.mapped(source))
+        return cut_durations(wire.mapped(source), output)
     except WireError:
         return None  # the synthesizer's own load names the problem
 

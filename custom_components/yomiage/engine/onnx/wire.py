@@ -221,27 +221,46 @@ def mapped(source: Path) -> memoryview:
         return memoryview(mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ))
 
 
+Shape = tuple[int | None, ...]  # a declared tensor shape: each axis' size, None where symbolic
+
+
 @dataclass(frozen=True)
 class Interface:
-    """What a model declares to its users, read without its nodes or weights: inputs and
-    outputs (name -> rank, None without a shape) and its metadata (key -> value)."""
+    """What a model declares to its users, read without its weights: inputs and outputs
+    (name -> shape, None without one), its metadata (key -> value), and its nodes' positions
+    (parsed only by who asks, ``nodes``)."""
 
-    inputs: dict[str, int | None]
-    outputs: dict[str, int | None]
+    inputs: dict[str, Shape | None]
+    outputs: dict[str, Shape | None]
     metadata: dict[str, str]
+    initializer_dims: dict[str, tuple[int, ...]]
+    node_fields: list[Field]
+
+    def nodes(self, op_type: str) -> Iterator[Node]:
+        """The nodes of one op type, parsed as they are met."""
+        wanted = op_type.encode()
+        for item in self.node_fields:
+            if wanted in bytes(item.value):  # cheap filter before the full parse
+                node = parse_node(item)
+                if node.op_type == op_type:
+                    yield node
 
 
 def read_interface(source: Path) -> Interface:
     """The ``Interface`` of a model file; ``WireError`` where it is not a ModelProto."""
     model_fields, graph_field = model_graph(mapped(source))
-    declared: dict[int, dict[str, int | None]] = {GRAPH_INPUT: {}, GRAPH_OUTPUT: {}}
-    initializers: set[str] = set()
+    declared: dict[int, dict[str, Shape | None]] = {GRAPH_INPUT: {}, GRAPH_OUTPUT: {}}
+    initializers: dict[str, tuple[int, ...]] = {}
+    nodes: list[Field] = []
     for item in fields(as_message(graph_field.value)):
         if item.number in declared:
-            name, rank = value_info_rank(item)
-            declared[item.number][name] = rank
+            name, shape = value_info_shape(item)
+            declared[item.number][name] = shape
         elif item.number == GRAPH_INITIALIZER:
-            initializers.add(parse_tensor(item).name)
+            tensor = parse_tensor(item)
+            initializers[tensor.name] = tuple(tensor.dims)
+        elif item.number == GRAPH_NODE:
+            nodes.append(item)
     metadata: dict[str, str] = {}
     for item in model_fields:
         if item.number == MODEL_METADATA_PROPS:
@@ -249,7 +268,7 @@ def read_interface(source: Path) -> Interface:
             metadata[entry.get(ENTRY_KEY, "")] = entry.get(ENTRY_VALUE, "")
     # Old exporters list initializers among the inputs too: those are not fed.
     inputs = {k: v for k, v in declared[GRAPH_INPUT].items() if k not in initializers}
-    return Interface(inputs, declared[GRAPH_OUTPUT], metadata)
+    return Interface(inputs, declared[GRAPH_OUTPUT], metadata, initializers, nodes)
 
 
 def model_graph(model: memoryview) -> tuple[list[Field], Field]:
@@ -438,25 +457,39 @@ def raw_data(tensor: Tensor, elem_type: int) -> memoryview | None:
 
 def value_info_rank(item: Field) -> tuple[str, int | None]:
     """Name and rank of a ValueInfoProto (None when it declares no shape)."""
+    name, shape = value_info_shape(item)
+    return name, None if shape is None else len(shape)
+
+
+def value_info_shape(item: Field) -> tuple[str, Shape | None]:
+    """Name and shape of a ValueInfoProto (None when it declares no shape)."""
     name = ""
-    rank: int | None = None
+    shape: Shape | None = None
     for part in fields(as_message(item.value)):
         if part.number == VALUE_INFO_NAME:
             name = as_text(part.value)
         elif part.number == VALUE_INFO_TYPE:
-            rank = _tensor_type_rank(as_message(part.value))
-    return name, rank
+            shape = _tensor_type_shape(as_message(part.value))
+    return name, shape
 
 
-def _tensor_type_rank(type_proto: memoryview) -> int | None:
+def _tensor_type_shape(type_proto: memoryview) -> Shape | None:
     for part in fields(type_proto):
         if part.number != TYPE_TENSOR:
             continue
         for tensor_part in fields(as_message(part.value)):
             if tensor_part.number == TENSOR_TYPE_SHAPE:
-                shape = as_message(tensor_part.value)
-                return sum(1 for dim in fields(shape) if dim.number == SHAPE_DIM)
+                return tuple(
+                    _dim_size(as_message(dim.value))
+                    for dim in fields(as_message(tensor_part.value))
+                    if dim.number == SHAPE_DIM
+                )
     return None
+
+
+def _dim_size(dim: memoryview) -> int | None:
+    """A Dimension's fixed size; None where it is a symbol or left open."""
+    return next((int(part.value) for part in fields(dim) if part.number == DIM_VALUE), None)
 
 
 def retyped_tensor(tensor: Tensor, dims: Sequence[int]) -> Chunks:

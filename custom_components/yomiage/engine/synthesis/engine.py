@@ -44,7 +44,9 @@ from ..onnx.sessions import SessionFactory, resolve_device
 from ..text.frontend import Frontend, PhoneSequence
 from .arriving import ArrivingText
 from .bert import BertFeaturizer
+from .decode_speed import DecodeSpeed
 from .device_path import CharFeatures, DevicePath, FeaturePath, HostPath
+from .graphs import VoiceGraphs
 from .options import SynthesisOptions
 from .pauses import (
     MIN_PAUSE_S,
@@ -53,7 +55,7 @@ from .pauses import (
     sentence_frames,
     trailing_pause,
 )
-from .pieces import FIRST_PIECE_FRAMES, DecodeSpeed, decode_in_pieces
+from .pieces import FIRST_PIECE_FRAMES, decode_in_pieces
 from .results import AudioChunk, Synthesis
 from .smooth_start import (
     PlannedSentence,
@@ -172,8 +174,16 @@ class Engine:
         )
         first = next(iter(self.bundle.speakers.values())).config
         decode_speed = DecodeSpeed(first.hop_length / first.sample_rate)
+        # One set of graphs per synthesizer file: a file's speakers share its sessions.
+        self._graphs: dict[Path, VoiceGraphs] = {}
+        for files in self.bundle.speakers.values():
+            if files.synthesizer not in self._graphs:
+                self._graphs[files.synthesizer] = VoiceGraphs(
+                    files.synthesizer, files.duration_predictor, self._sessions, decode_speed
+                )
+        shown_bert = self.bundle.relative(bert_graph)
         self._voices = {
-            name: Voice(files, self._sessions, decode_speed)
+            name: Voice(files, self._graphs[files.synthesizer], self._bert.hidden_size, shown_bert)
             for name, files in self.bundle.speakers.items()
         }
         self._model_lock = ModelLock()
@@ -211,9 +221,9 @@ class Engine:
         """Create every session now: validates graphs (config flow) and avoids first-use latency.
         Then one short synthesis, so that the first streamed request sizes its first piece from
         this machine's measured decoding speed rather than a guess."""
-        for voice in self._voices.values():
+        for graphs in self._graphs.values():
             with self._model_lock:
-                voice.load()
+                graphs.load()
         if self.device == "cpu":  # a CUDA engine has warmed every voice up already
             self._time_decoding()
 
@@ -262,8 +272,8 @@ class Engine:
         """Release every ONNX session; the engine cannot be used afterwards."""
         with self._model_lock:
             self._closed = True
-            for voice in self._voices.values():
-                voice.close()
+            for graphs in self._graphs.values():
+                graphs.close()
             self._features.close()
             self._bert.close()
 

@@ -3,7 +3,7 @@ with just enough silence that no sentence is late once speech has begun.
 
 After the plan (every sentence's BERT features, pauses and predicted frames, engine.py), the
 sentences are synthesized one after the other: sentence k is ready when its runs and those
-before it are done, sum of frames_j x the learnt cost per frame (pieces.DecodeSpeed) for j <= k.
+before it are done, sum of frames_j x the learnt cost per frame (DecodeSpeed) for j <= k.
 It is due when the player reaches it: after the lead, the audio of the sentences before it and
 the pauses up to its own (a pause is sent ahead of its sentence, so it plays while the sentence
 is synthesized). The lead is the greatest lateness, with a margin for a frame count the duration

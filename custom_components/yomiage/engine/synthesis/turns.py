@@ -29,7 +29,7 @@ import onnxruntime as ort
 _Result = TypeVar("_Result")
 
 # A first turn (BERT, front and first piece of a sentence) before any has been timed: the first
-# piece's decoding budget (pieces.FIRST_AUDIO_BUDGET_S) twice over, so that a machine slower
+# piece's decoding budget (decode_speed.FIRST_AUDIO_BUDGET_S) twice over, so that a machine slower
 # than expected does not starve an announcement's player before the lock has learnt better.
 FIRST_TURN_GUESS_S = 3.0
 # Headroom on the cut's cost (first turn + the run again) against the player's lead.

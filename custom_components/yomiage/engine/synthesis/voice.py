@@ -1,19 +1,14 @@
-"""One speaker: style vectors, synthesizer and duration-predictor sessions (both lazy).
+"""One speaker: its id and style vectors, fed to the graphs of its synthesizer file.
 
-A voice runs graphs on one ``SentenceInput``; how a sentence is cut into decoder runs, and when
-they run, is decided elsewhere (pieces.py, turns.py). On the CPU the synthesizer runs as two
-cached halves when its graph allows (decoder_graph.py): the front (text encoder, durations,
-flow) once per sentence, then the decoder over spans of its frames. Whatever exporter wrote the
-graphs, their contracts (onnx/contract.py) rename and reshape the feeds: one path for all.
+A voice turns a ``SentenceInput`` into the feeds of its file's graphs (graphs.py: shared by the
+speakers of one file); how a sentence is cut into decoder runs, and when they run, is decided
+elsewhere (pieces.py, turns.py).
 """
 
 from __future__ import annotations
 
 import io
-import threading
-import time
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -21,21 +16,11 @@ from numpy.typing import NDArray
 
 from ..bundle import SpeakerFiles
 from ..errors import BundleError, UnknownVoiceError
-from ..onnx.contract import GraphContract, duration_contract, synthesizer_contract
-from ..onnx.sessions import SessionFactory, SplitSessions
+from ..onnx.contract import VoiceShape
 from ..text.frontend import PhoneSequence
-from .pieces import DecodeSpeed, decode_window
+from .decode_speed import DecodeSpeed
+from .graphs import Feeds, Fronted, VoiceGraphs
 from .turns import RunGate, run_plainly
-
-
-@dataclass(frozen=True)
-class Fronted:
-    """A sentence after the synthesizer's front: what its decoder reads, ``frames`` long, and
-    the decoder's ``context`` (frames of overlap a decoded span needs either side)."""
-
-    boundary: dict[str, NDArray[Any]]  # float32; the time-aligned ones [.., frames]
-    frames: int
-    context: int
 
 
 @dataclass(frozen=True)
@@ -61,33 +46,22 @@ class SentenceInput:
 
 
 class Voice:
-    """A speaker folder of a bundle. Sessions are created on first use and shared by all threads."""
+    """A speaker of a bundle: a speaker folder, or one speaker of an AIVMX file."""
 
     def __init__(
-        self,
-        files: SpeakerFiles,
-        sessions: SessionFactory,
-        decode_speed: DecodeSpeed | None = None,
+        self, files: SpeakerFiles, graphs: VoiceGraphs, bert_width: int, language_model: str
     ) -> None:
-        """``decode_speed``: shared by the speakers of a bundle (one architecture, one machine).
-        Reads the graphs' contracts now: a graph no dialect fits raises BundleError here."""
+        """``graphs``: its synthesizer file's (shared with the file's other speakers);
+        ``bert_width``: the hidden size of the bundle's language model (``language_model``, as
+        shown in errors). Style vectors that cannot be read, or graphs made for other features
+        or another speaker table, raise BundleError here."""
         self.files = files
         self.name = files.name
         self.styles = list(files.config.styles)
-        self._sessions = sessions
+        self.graphs = graphs
         self._style_vectors = _load_style_vectors(files)
-        self._contract = synthesizer_contract(files.synthesizer)
-        self._duration_file_contract = (
-            duration_contract(files.duration_predictor) if files.duration_predictor else None
-        )
-        self._lock = threading.Lock()
-        self._synthesizer: Any = None
-        self._durations: tuple[Any, GraphContract] | None = None
-        self._durations_checked = False
-        self._split: SplitSessions | None = None
-        self._split_checked = False
-        config = files.config
-        self.decode_speed = decode_speed or DecodeSpeed(config.hop_length / config.sample_rate)
+        shape = VoiceShape(bert_width, self._style_vectors.shape[1], files.config.speaker_id)
+        graphs.check_fits(shape, language_model, files.style_vectors.name)
 
     @property
     def hop(self) -> int:
@@ -95,10 +69,12 @@ class Voice:
         return self.files.config.hop_length
 
     @property
+    def decode_speed(self) -> DecodeSpeed:
+        return self.graphs.decode_speed
+
+    @property
     def has_duration_pass(self) -> bool:
-        """Whether pauses come from the voice's durations: its duration graph, else the part of
-        its synthesizer that computes them (the first call may prepare that part)."""
-        return self._duration_pass() is not None
+        return self.graphs.has_duration_pass
 
     def style_vector(self, style: str, weight: float) -> NDArray[np.float32]:
         """mean + (style - mean) * weight, where row 0 holds the mean (Neutral) style."""
@@ -113,120 +89,33 @@ class Voice:
         )
         return weighted
 
-    def load(self) -> None:
-        """Create both sessions now (used to validate a bundle and to warm up)."""
-        if self._split_sessions() is None:
-            self._synthesizer_session()
-        self._duration_pass()
-
     def synthesize(self, sentence: SentenceInput) -> NDArray[np.float32]:
-        """The sentence's audio from one run of the whole synthesizer, float32 [samples] in
-        [-1, 1]."""
-        return self._run(self._synthesizer_session(), self._contract, sentence)
+        """The sentence's audio from one run of the whole synthesizer, float32 [samples]."""
+        return self.graphs.synthesize(self._values(sentence), _on_device(sentence))
 
     def front(self, sentence: SentenceInput) -> Fronted | None:
         """The sentence through the synthesizer's front, for ``decode``; None where the
-        synthesizer runs whole (its graph cannot be cut, or not on this device)."""
-        split = self._split_sessions()
-        if split is None or isinstance(sentence.bert, ort.OrtValue):
+        synthesizer runs whole (its graph cannot be cut, or the features lie on a device)."""
+        if _on_device(sentence) is not None:
             return None
-        feeds = self._contract.feeds(self._values(sentence))
-        outputs = split.front.run(list(split.boundary), feeds)
-        boundary = dict(zip(split.boundary, outputs, strict=True))
-        frames = max(value.shape[-1] for value in boundary.values())
-        return Fronted(boundary, frames, split.shape.context)
+        return self.graphs.front(self._values(sentence))
 
     def decode(
         self, fronted: Fronted, span: tuple[int, int], gate: RunGate = run_plainly
     ) -> NDArray[np.float32]:
-        """Samples of the frames ``span`` of a fronted sentence, decoded with ``context`` frames
-        of overlap either side (the decoder's receptive field), trimmed off again: together the
-        spans give the samples of one whole run. ``gate`` starts the run (turns.py)."""
-        split = self._split_sessions()
-        assert split is not None  # a Fronted comes from a split synthesizer
-        start, stop = span
-        frames, hop = fronted.frames, split.shape.hop
-        low, high = decode_window(span, frames, fronted.context)
-        window = {
-            name: value[..., low:high] if value.shape[-1] == frames else value
-            for name, value in fronted.boundary.items()
-        }
-        decoder = split.decoder
-        started = time.perf_counter()
-        (audio,) = gate(
-            lambda options: decoder.run(None, window, options),
-            self.decode_speed.expected_s(high - low),
-        )
-        self.decode_speed.record(high - low, time.perf_counter() - started)
-        samples = np.asarray(audio, dtype=np.float32).reshape(-1)
-        return samples[(start - low) * hop : (stop - low) * hop]
+        """Samples of the frames ``span`` of a fronted sentence (graphs.VoiceGraphs.decode)."""
+        return self.graphs.decode(fronted, span, gate)
 
     def durations(self, sentence: SentenceInput) -> NDArray[np.float32] | None:
         """Predicted frames per phone, float32 [phones]; None when the voice has no duration
         pass (``has_duration_pass``)."""
-        found = self._duration_pass()
-        if found is None:
-            return None
-        session, contract = found
-        return self._run(session, contract, sentence)
+        return self.graphs.durations(self._values(sentence), _on_device(sentence))
 
-    def close(self) -> None:
-        with self._lock:
-            self._synthesizer = None
-            self._durations = None
-            self._split = None
-
-    def _run(
-        self, session: Any, contract: GraphContract, sentence: SentenceInput
-    ) -> NDArray[np.float32]:
-        """One run of ``session`` over the sentence, reading the contract's output, with an IO
-        binding where the features lie on the device."""
-        values = self._values(sentence)
-        if isinstance(sentence.bert, ort.OrtValue):
-            output = _run_bound(session, contract, values, sentence.bert)
-        else:
-            (output,) = session.run([contract.output], contract.feeds(values))
-        return np.asarray(output, dtype=np.float32).reshape(-1)
-
-    def _synthesizer_session(self) -> Any:
-        with self._lock:
-            if self._synthesizer is None:
-                self._synthesizer = self._sessions.create(self.files.synthesizer)
-            return self._synthesizer
-
-    def _split_sessions(self) -> SplitSessions | None:
-        with self._lock:
-            if not self._split_checked:
-                self._split = self._sessions.create_split(
-                    self.files.synthesizer, self._contract.output
-                )
-                self._split_checked = True
-            return self._split
-
-    def _duration_pass(self) -> tuple[Any, GraphContract] | None:
-        """The duration graph's session, else the synthesizer's durations cut out of it
-        (decoder_graph.cut_durations), with the contract to feed it; None where neither is."""
-        with self._lock:
-            if not self._durations_checked:
-                self._durations = self._open_duration_pass()
-                self._durations_checked = True
-            return self._durations
-
-    def _open_duration_pass(self) -> tuple[Any, GraphContract] | None:
-        if self._duration_file_contract is not None:
-            path = self._duration_file_contract.path
-            return self._sessions.create(path), self._duration_file_contract
-        session = self._sessions.create_durations(self.files.synthesizer)
-        if session is None:
-            return None
-        inputs = {item.name for item in session.get_inputs()}
-        return session, self._contract.cut(inputs, session.get_outputs()[0].name)
-
-    def _values(self, sentence: SentenceInput) -> dict[str, NDArray[Any]]:
+    def _values(self, sentence: SentenceInput) -> Feeds:
         """Every input a voice graph may take, in our names (contract.FEEDS), on the host: all
         but ``bert`` where it lies on the device."""
         sequence, inputs = sentence.sequence, sentence.inputs
-        values: dict[str, NDArray[Any]] = {
+        values: Feeds = {
             "x": sequence.phones[np.newaxis, :],
             "x_lengths": np.array([sequence.phones.shape[0]], dtype=np.int64),
             "sid": np.array([self.files.config.speaker_id], dtype=np.int64),
@@ -243,18 +132,8 @@ class Voice:
         return values
 
 
-def _run_bound(
-    session: Any, contract: GraphContract, values: dict[str, NDArray[Any]], bert: ort.OrtValue
-) -> Any:
-    """One run with an IO binding: ``bert`` is used where it lies (GPU memory on CUDA), the
-    small host inputs are copied over, and the contract's output comes back to the host."""
-    binding = session.io_binding()
-    for name, value in contract.feeds(values).items():
-        binding.bind_cpu_input(name, value)
-    binding.bind_ortvalue_input(contract.names["bert"], bert)
-    binding.bind_output(contract.output, "cpu")
-    session.run_with_iobinding(binding)
-    return binding.copy_outputs_to_cpu()[0]
+def _on_device(sentence: SentenceInput) -> ort.OrtValue | None:
+    return sentence.bert if isinstance(sentence.bert, ort.OrtValue) else None
 
 
 def _load_style_vectors(files: SpeakerFiles) -> NDArray[np.float32]:

@@ -22,8 +22,8 @@ results.png.
 ``--peer``: ``hayakoe`` (hayakoe 1.3.1 from .venv-peer, built by tools/peer/make_venv.sh when
 missing), ``published`` (Yomiage with its graph cache off: the graphs as published), ``self``
 (Yomiage against itself: the ratios show this machine's noise), ``dialects`` (Yomiage on the
-same voice as hayakoe's current exporter and as an AIVMX file write it, tools/make_dialects.py:
-every dialect at the speed of our own export), ``pitch`` (Yomiage with pitch and intonation
+same voice as hayakoe's form, Style-Bert-VITS2's converter and an AIVMX file write it,
+tools/make_dialects.py: every dialect at the speed of our own export), ``pitch`` (Yomiage with pitch and intonation
 moved, ``PITCH_OPTIONS``: what audio/pitch.py costs), or ``none``.
 ``--quick``: the tiny bundle, two texts, one repetition: a smoke test of the harness itself.
 """
@@ -631,12 +631,13 @@ def dialect_views(source: Path, out: Path) -> list[tuple[str, tuple[Path, str]]]
 
     preset = "tiny" if source == TINY_BUNDLE else "full"
     folder = REPO / DEFAULT_OUT[preset]
-    if not (folder / "hayakoe").is_dir():
+    if not (folder / "sbv2").is_dir():
         from tools.make_dialects import build_dialects  # torch: only when they must be built
 
         _progress(f"building {folder} (the first speaker in other exporters' forms)")
         build_dialects(folder, preset)
     hayakoe = one_speaker_view(folder / "hayakoe", out / "bundle-hayakoe", language=source)
+    converter = one_speaker_view(folder / "sbv2", out / "bundle-sbv2", language=source)
     voice_file = folder / f"{PRESETS[preset].speakers[0]}.aivmx"  # not the two-speaker one
     aivmx = out / "bundle-aivmx"
     shutil.rmtree(aivmx, ignore_errors=True)
@@ -647,6 +648,7 @@ def dialect_views(source: Path, out: Path) -> list[tuple[str, tuple[Path, str]]]
     first = read_aivmx(voice_file).voices[0]
     return [
         ("hayakoe-form", hayakoe),
+        ("sbv2-converter", converter),
         ("aivmx", (aivmx, f"{first.name}/{next(iter(first.styles))}")),
     ]
 

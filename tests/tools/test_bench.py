@@ -79,12 +79,18 @@ def test_quick_run_targets_are_ratios_of_the_recorded_medians(quick_run: Path) -
 def test_quick_dialects_run_speaks_each_exporters_form_in_its_own_process(
     tmp_path: Path,
 ) -> None:
-    """--peer dialects: the tiny voice as hayakoe's exporter and as an AIVMX file write it,
-    line by line beside our export, each with its own first start and its own voice name."""
+    """--peer dialects: the tiny voice as hayakoe's form, Style-Bert-VITS2's converter and an
+    AIVMX file write it, line by line beside our export, each with its own first start and its
+    own voice name."""
     assert bench.main(["--quick", "--peer", "dialects", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     configs = results["configs"]
-    assert list(configs) == ["yomiage", "yomiage-hayakoe-form", "yomiage-aivmx"]
+    assert list(configs) == [
+        "yomiage",
+        "yomiage-hayakoe-form",
+        "yomiage-sbv2-converter",
+        "yomiage-aivmx",
+    ]
     for entry in configs.values():
         assert "first_load" in entry
         assert entry["texts"]["assist"]["audio_s"][0] > 0.2

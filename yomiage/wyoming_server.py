@@ -394,7 +394,15 @@ class _Connection:
             stream.pump.cancel()  # it may be waiting to write to a client that reads nothing
             await asyncio.gather(stream.pump, return_exceptions=True)
         # Joined off the loop: at most the sentence the worker is on (a cancelled request).
-        await asyncio.to_thread(self._worker.shutdown)
+        # A stop that cancels this connection still waits for the join: the connection ends
+        # only when its thread has, so nothing that checks for threads afterwards races it.
+        joined = asyncio.ensure_future(asyncio.to_thread(self._worker.shutdown))
+        try:
+            await asyncio.shield(joined)
+        except asyncio.CancelledError:
+            await joined
+            self._writer.transport.abort()
+            raise
         self._writer.close()
         try:
             async with asyncio.timeout(_CLOSE_TIMEOUT_S):

@@ -20,6 +20,7 @@ from yomiage_engine.errors import InvalidOptionError, UnknownVoiceError
 from yomiage_engine.synthesis.engine import Engine
 from yomiage_engine.wyoming_contract import ZEROCONF_MARK, ZEROCONF_TYPE
 
+from yomiage import wyoming_server
 from yomiage.discovery import default_name, service_info
 from yomiage.wyoming_protocol import SAMPLES_PER_CHUNK
 from yomiage.wyoming_server import (
@@ -172,6 +173,32 @@ async def test_a_client_leaving_mid_text_does_not_stop_the_server(
         reply = await synthesize(client, "こんにちは。")
     assert reply.pcm == engine_pcm(engine, "こんにちは。")
     await wait_until_idle(server)
+    assert not [t for t in threading.enumerate() if t.name.startswith("yomiage-wyoming")]
+
+
+async def test_a_stop_returns_only_once_every_connection_thread_has_ended(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client hangs up mid-text, and the server is stopped while that connection is closing
+    (waiting for its worker to finish the sentence): ``stop`` returns after the join, not
+    before (Home Assistant's test harness checks for leftover threads right after)."""
+    closing = asyncio.Event()
+    close = wyoming_server._Connection._close
+
+    async def noted(connection: wyoming_server._Connection) -> None:
+        closing.set()
+        await close(connection)
+
+    monkeypatch.setattr(wyoming_server._Connection, "_close", noted)
+    server = WyomingTtsServer(engine, options=QUIET)
+    await server.start("tcp://127.0.0.1:0")
+    try:
+        async with connect(server) as client:
+            await client.write_event(Synthesize(text=LONG_TEXT).event())
+            await read_until(client, "audio-chunk")
+        await closing.wait()
+    finally:
+        await server.stop()
     assert not [t for t in threading.enumerate() if t.name.startswith("yomiage-wyoming")]
 
 

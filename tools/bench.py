@@ -23,8 +23,8 @@ results.png.
 missing), ``published`` (Yomiage with its graph cache off: the graphs as published), ``self``
 (Yomiage against itself: the ratios show this machine's noise), ``dialects`` (Yomiage on the
 same voice as hayakoe's form, Style-Bert-VITS2's converter and an AIVMX file write it,
-tools/make_dialects.py: every dialect at the speed of our own export), ``pitch`` (Yomiage with pitch and intonation
-moved, ``PITCH_OPTIONS``: what audio/pitch.py costs), or ``none``.
+tools/make_dialects.py: every dialect at the speed of our own export), ``pitch`` (Yomiage with
+pitch and intonation moved, ``PITCH_OPTIONS``: what audio/pitch.py costs), or ``none``.
 ``--quick``: the tiny bundle, two texts, one repetition: a smoke test of the harness itself.
 """
 

@@ -1,20 +1,22 @@
 """A stream as a player hears it: one that starts with the first chunk and plays each chunk as
-it comes, waiting where the next is not there yet."""
+it comes, waiting where the next is not there yet. Its time is the engine's (box.py: modelled),
+so that what it hears is exact."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from custom_components.yomiage.engine.synthesis.clock import Clock
 from custom_components.yomiage.engine.synthesis.results import AudioChunk
 
 from .common import SAMPLE_RATE
 
-# How late a chunk may come before the player counts it as a wait: the test's own clock.
-JITTER_S = 0.03
+# How late a chunk may come before the player counts it as a wait: rounding only (sums of
+# chunk lengths in float seconds), the time being modelled.
+JITTER_S = 1e-9
 
 
 @dataclass(frozen=True)
@@ -58,14 +60,15 @@ class Heard:
         return max(0.0, self.lead_s + max(self.lateness_s()[first_speech:]))
 
 
-def heard(chunks: Iterator[AudioChunk], started: float) -> Heard:
+def heard(chunks: Iterator[AudioChunk], clock: Clock, started: float) -> Heard:
     arrivals, kept = [], []
     for chunk in chunks:
-        arrivals.append(time.perf_counter() - started)
+        arrivals.append(clock() - started)
         kept.append(chunk)
     return Heard(arrivals, kept)
 
 
-def listen(start: Callable[[], Iterator[AudioChunk]]) -> Heard:
-    started = time.perf_counter()
-    return heard(start(), started)
+def listen(start: Callable[[], Iterator[AudioChunk]], clock: Clock) -> Heard:
+    """The stream ``start`` gives, heard on ``clock`` from the moment it is asked for."""
+    started = clock()
+    return heard(start(), clock, started)

@@ -18,7 +18,7 @@ from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 
 from custom_components.yomiage.const import DOMAIN
 
-from ..engine.common import slow_down
+from ..engine.box import SlowBox
 from ..wav import read_wav
 from .common import engine_of, record_engine_calls, speak_on_player
 
@@ -110,8 +110,8 @@ async def test_on_a_slow_box_a_message_starts_smoothly_but_is_prepared_without_t
     client = await hass_client()
     engine = engine_of(loaded_entry)
     wav = {"preferred_format": "wav", "noise": 0.0, "noise_w": 0.0}
+    SlowBox(1.3).fit(engine)
     with pytest.MonkeyPatch.context() as patch:
-        slow_down(engine, 1.3, patch)
         for minutes in ("五", "三"):  # the engine learns the box from what it speaks
             learning = f"あと{minutes}分で七時です。準備をしましょう。外は晴れです。"
             await _media_audio(hass, entity_id, learning, wav)
@@ -129,9 +129,8 @@ async def test_on_a_slow_box_a_message_starts_smoothly_but_is_prepared_without_t
         first_bytes = await response.content.read(4096)
         waited = time.perf_counter() - asked
         prepared = first_bytes + await response.read()
-    record_property(PREPARED_AUDIO_PROPERTY, waited)
+    record_property(PREPARED_AUDIO_PROPERTY, waited)  # its bound: tools.pi_bench's, not here
     assert runs == [], "played from the cache"
-    assert waited < 0.5, "the issue's bound for a prepared briefing"
     assert _lead_s(prepared) < 0.05
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -44,6 +43,7 @@ from ..onnx.sessions import SessionFactory, resolve_device
 from ..text.frontend import Frontend, PhoneSequence
 from .arriving import ArrivingText
 from .bert import BertFeaturizer
+from .clock import MONOTONIC, Clock
 from .decode_speed import DecodeSpeed
 from .device_path import CharFeatures, DevicePath, FeaturePath, HostPath
 from .graphs import VoiceGraphs
@@ -95,23 +95,25 @@ class _Request:
 
 
 class _Playback:
-    """A streaming listener's clock: playing starts with the first piece handed over and goes
-    on in real time; what has been handed over and not played yet is the player's lead."""
+    """A streaming listener as the engine pictures it: playing starts with the first piece
+    handed over and goes on in real time (``clock``); what has been handed over and not played
+    yet is the player's lead."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
         self._started: float | None = None
         self._queued_s = 0.0
 
     def queue(self, audio_s: float) -> None:
         if self._started is None:
-            self._started = time.perf_counter()
+            self._started = self._clock()
         self._queued_s += audio_s
 
     def lead_s(self) -> float | None:
         """Seconds handed over and not yet played; None before playing starts."""
         if self._started is None:
             return None
-        return max(0.0, self._queued_s - (time.perf_counter() - self._started))
+        return max(0.0, self._queued_s - (self._clock() - self._started))
 
 
 @dataclass(frozen=True)
@@ -152,10 +154,13 @@ class Engine:
         max_chars: int = DEFAULT_MAX_CHARS,
         graph_cache: Path | None = None,
         language_model: Path | None = None,
+        clock: Clock = MONOTONIC,
     ) -> None:
         """``graph_cache``: the folder for graphs prepared for this CPU (onnx/sessions.py; None:
         ``graph_cache.default_cache_dir()``). ``language_model``: a bundle whose BERT serves
-        voices that come without one (a folder of AIVMX files; bundle.py)."""
+        voices that come without one (a folder of AIVMX files; bundle.py). ``clock``: the time
+        every timing decision reads (clock.py)."""
+        self._clock = clock
         self.bundle = Bundle.open(bundle_root, language_model)
         self.device = resolve_device(device)
         self.max_chars = max_chars
@@ -179,14 +184,18 @@ class Engine:
         for files in self.bundle.speakers.values():
             if files.synthesizer not in self._graphs:
                 self._graphs[files.synthesizer] = VoiceGraphs(
-                    files.synthesizer, files.duration_predictor, self._sessions, decode_speed
+                    files.synthesizer,
+                    files.duration_predictor,
+                    self._sessions,
+                    decode_speed,
+                    clock,
                 )
         shown_bert = self.bundle.relative(bert_graph)
         self._voices = {
             name: Voice(files, self._graphs[files.synthesizer], self._bert.hidden_size, shown_bert)
             for name, files in self.bundle.speakers.items()
         }
-        self._model_lock = ModelLock()
+        self._model_lock = ModelLock(clock)
         self._closed = False
         if self.device == "cuda":
             self._warm_up()
@@ -378,8 +387,8 @@ class Engine:
         return self._stream(sequences, request)
 
     def _stream(self, sequences: list[PhoneSequence], request: _Request) -> Generator[AudioChunk]:
-        started = time.perf_counter()
-        playback = _Playback()
+        started = self._clock()
+        playback = _Playback(self._clock)
         for sentence in self._paused(sequences, request):
             yield from self._sentence(
                 sentence.sequence,
@@ -389,7 +398,7 @@ class Engine:
                 started,
                 playback,
             )
-            started = time.perf_counter()
+            started = self._clock()
 
     def _smooth_start(
         self, sequences: list[PhoneSequence], request: _Request
@@ -400,7 +409,7 @@ class Engine:
         silence between them once it has run ``_KEEP_ALIVE_AFTER_S``: it counts toward the
         lead. The lead opens the first sentence, as its pause (the lead silence asked for
         counts toward it)."""
-        lead = _Lead(sequences[0], self._silence_chunk)
+        lead = _Lead(sequences[0], self._silence_chunk, self._clock)
         first, spaced = self._spaced_windows(sequences, request)
         planned = [first]
         pauses: list[float] = [0.0]
@@ -438,7 +447,7 @@ class Engine:
                 features,
                 None,
                 request,
-                time.perf_counter(),
+                self._clock(),
                 playback,
                 early_piece=False,
             )
@@ -485,11 +494,11 @@ class Engine:
 
     def _stream_arriving(self, texts: Iterable[str], request: _Request) -> Iterator[AudioChunk]:
         spoken = _Spoken()
-        playback = _Playback()
+        playback = _Playback(self._clock)
         for piece in texts:
             if not piece.strip():
                 continue
-            started = time.perf_counter()
+            started = self._clock()
             sequences = self._frontend.sentences(self._checked_text(piece), required=False)
             if not sequences:
                 continue
@@ -516,7 +525,7 @@ class Engine:
             yield from self._sentence(sequence, features, pause_before, request, started, playback)
             spoken.pause_s = self._own_trailing_pause(sequence, features, request)
             spoken.any = True
-            started = time.perf_counter()
+            started = self._clock()
 
     def _first_in_one_turn(
         self, chunks: Generator[AudioChunk], first_audio: bool
@@ -605,6 +614,7 @@ class Engine:
             FIRST_PIECE_FRAMES if early_piece else None,
             (playback.lead_s(), pause_before or 0.0),
             _StreamRuns(self._model_lock, playback, self._check_open),
+            self._clock,
         )
         level = request.loudness.sentence()
         # After the leveller, whose gain is decided on the first piece as the model made it.
@@ -619,14 +629,14 @@ class Engine:
                     sequence,
                     samples,
                     pause_before or 0.0,
-                    time.perf_counter() - started,
+                    self._clock() - started,
                     starts,
                     piece.last,
                 )
                 playback.queue(chunk.audio_s)
                 yield chunk
                 starts = False
-                started = time.perf_counter()
+                started = self._clock()
         finally:
             decoded.close()
 
@@ -704,11 +714,13 @@ class _Lead:
         self,
         first: PhoneSequence,
         silence_chunk: Callable[[PhoneSequence, float, _Playback, bool], AudioChunk],
+        clock: Clock,
     ) -> None:
-        self.playback = _Playback()
+        self.playback = _Playback(clock)
+        self._clock = clock
         self._first = first
         self._silence_chunk = silence_chunk
-        self._started = time.perf_counter()
+        self._started = clock()
         self._sent_s = 0.0
         self._first_sent_at: float | None = None
         self._last_sent_at: float | None = None
@@ -716,7 +728,7 @@ class _Lead:
     def keep_alive(self, after_s: float) -> Iterator[AudioChunk]:
         """Silence for twice the time since the last was sent, where that is ``after_s`` or
         more: the player stays ahead while the plan goes on."""
-        now = time.perf_counter()
+        now = self._clock()
         since = now - (self._last_sent_at or self._started)
         if since >= after_s:
             yield self._send(2 * since, now)
@@ -724,7 +736,7 @@ class _Lead:
     def until_speech(self, needed_s: float, at_least_s: float) -> Iterator[AudioChunk]:
         """The rest of the lead: speech ``needed_s`` from now, and ``at_least_s`` of silence
         in all (the lead silence asked for)."""
-        now = time.perf_counter()
+        now = self._clock()
         if self._first_sent_at is None:
             more = needed_s
         else:  # what was sent plays from when it was first sent

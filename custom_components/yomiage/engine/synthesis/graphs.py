@@ -11,7 +11,6 @@ decoder over spans of its frames. Whatever exporter wrote the graphs, their cont
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from numpy.typing import NDArray
 
 from ..onnx.contract import GraphContract, VoiceShape, duration_contract, synthesizer_contract
 from ..onnx.sessions import SessionFactory, SplitSessions
+from .clock import MONOTONIC, Clock
 from .decode_speed import DecodeSpeed
 from .turns import RunGate, run_plainly
 
@@ -56,10 +56,13 @@ class VoiceGraphs:
         duration_predictor: Path | None,
         sessions: SessionFactory,
         decode_speed: DecodeSpeed,
+        clock: Clock = MONOTONIC,
     ) -> None:
-        """Reads the graphs' contracts: a graph no dialect fits raises BundleError here."""
+        """Reads the graphs' contracts: a graph no dialect fits raises BundleError here.
+        ``clock`` times the decoder's runs for ``decode_speed``."""
         self.synthesizer = synthesizer
         self.decode_speed = decode_speed
+        self._clock = clock
         self._sessions = sessions
         self._contract = synthesizer_contract(synthesizer)
         self._duration_file_contract = (
@@ -122,12 +125,12 @@ class VoiceGraphs:
             for name, value in fronted.boundary.items()
         }
         decoder = split.decoder
-        started = time.perf_counter()
+        started = self._clock()
         (audio,) = gate(
             lambda options: decoder.run(None, window, options),
             self.decode_speed.expected_s(high - low),
         )
-        self.decode_speed.record(high - low, time.perf_counter() - started)
+        self.decode_speed.record(high - low, self._clock() - started)
         samples = np.asarray(audio, dtype=np.float32).reshape(-1)
         return samples[(start - low) * hop : (stop - low) * hop]
 

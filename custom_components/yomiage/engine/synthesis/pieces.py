@@ -9,13 +9,13 @@ sentence is ready.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Generator
 from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .clock import MONOTONIC, Clock
 from .graphs import decode_window
 from .turns import RunGate, run_plainly
 from .voice import SentenceInput, Voice
@@ -58,6 +58,7 @@ def decode_in_pieces(
     first_frames: int | None,
     lead: tuple[float | None, float] = (None, 0.0),
     gate: RunGate = run_plainly,
+    clock: Clock = MONOTONIC,
 ) -> Generator[DecodedPiece]:
     """The sentence's audio as it is decoded: an early first piece of at least
     ``first_frames`` latent frames (more where decoding the rest would outlast its playing;
@@ -67,22 +68,23 @@ def decode_in_pieces(
     runs whole, or the sentence is short and ``first_frames`` is None. ``gate`` starts the
     decoder runs (turns.py: a stream's may be cut short). The runs' time, not the caller's
     between pieces, is what the sentence is learnt to cost, per frame decoded (a piece's
-    overlap included: a sentence decoded in one run, as a smooth start decodes it, has none)."""
+    overlap included: a sentence decoded in one run, as a smooth start decodes it, has none),
+    read on ``clock``."""
     speed = voice.decode_speed
-    started = time.perf_counter()
+    started = clock()
     fronted = voice.front(sentence)
     if fronted is None:
         samples = voice.synthesize(sentence)
-        speed.record_sentence(samples.shape[0] // voice.hop, time.perf_counter() - started)
+        speed.record_sentence(samples.shape[0] // voice.hop, clock() - started)
         yield DecodedPiece(samples, last=True)
         return
-    spent, decoded = time.perf_counter() - started, 0
+    spent, decoded = clock() - started, 0
     if first_frames is not None:
         first_frames = speed.first_piece(fronted.frames, fronted.context, first_frames, *lead)
     for span in decode_spans(fronted.frames, first_frames, fronted.context, MAX_DECODE_FRAMES):
-        started = time.perf_counter()
+        started = clock()
         samples = voice.decode(fronted, span, gate)
-        spent += time.perf_counter() - started
+        spent += clock() - started
         low, high = decode_window(span, fronted.frames, fronted.context)
         decoded += high - low
         last = span[1] == fronted.frames

@@ -18,13 +18,14 @@ Otherwise the request waits for the run. A first turn's length is learnt from th
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 import onnxruntime as ort
+
+from .clock import MONOTONIC, Clock
 
 _Result = TypeVar("_Result")
 
@@ -55,8 +56,8 @@ def run_plainly(run: Callable[[ort.RunOptions | None], _Result], expected_s: flo
 @dataclass(frozen=True)
 class _Cuttable:
     options: ort.RunOptions
-    started: float  # perf_counter() when the run started
-    dry_at: float  # perf_counter() when the run's player runs out of audio
+    started: float  # the clock when the run started
+    dry_at: float  # the clock when the run's player runs out of audio
     expected_s: float
 
 
@@ -66,7 +67,9 @@ class ModelLock:
     turn spanning several runs). It tells whether anyone is waiting, and lets a request waiting
     for its first audio cut short a cuttable run (see the module's docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = MONOTONIC) -> None:
+        """``clock``: what the turns' timing reads (a first turn's cost, a cut's worth)."""
+        self._clock = clock
         self._condition = threading.Condition()
         self._next_ticket = 0
         self._serving = 0
@@ -91,11 +94,11 @@ class ModelLock:
         """The lock, for a request whose listener hears nothing yet: it goes before cuttable
         runs that have not started, and cuts the holder's short where that is worth it."""
         self._acquire(first_audio=True)
-        started = time.perf_counter()
+        started = self._clock()
         try:
             yield
         finally:
-            self._learn_first_turn(time.perf_counter() - started)
+            self._learn_first_turn(self._clock() - started)
             self.__exit__()
 
     @property
@@ -121,7 +124,7 @@ class ModelLock:
         their first audio; one that asks while it runs may cut it short (see the module's
         docstring); the holder then gives way, and runs it again once its turn comes back.
         Inside a turn of several runs (the lock taken more than once) the run is never cut."""
-        dry_at = time.perf_counter() + lead_s
+        dry_at = self._clock() + lead_s
         while True:
             options = self._arm(dry_at, expected_s)
             try:
@@ -140,7 +143,7 @@ class ModelLock:
                 return None
             while self._first_audio_waiting:
                 self._give_way()
-            cut = _Cuttable(ort.RunOptions(), time.perf_counter(), dry_at, expected_s)
+            cut = _Cuttable(ort.RunOptions(), self._clock(), dry_at, expected_s)
             self._cuttable = cut
             return cut.options
 
@@ -148,7 +151,7 @@ class ModelLock:
         """Whether cutting the run now costs its listener less than it saves the waiting one
         (called holding the condition): its player still has audio after a first turn and
         the whole run again, or the run is less than half done."""
-        now = time.perf_counter()
+        now = self._clock()
         cost = _CUT_MARGIN * (self._expected_first_turn_s() + cut.expected_s)
         unheard = now + cost <= cut.dry_at
         return unheard or now - cut.started <= cut.expected_s / 2

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-import statistics
+import re
 import sys
-import time
 
 import pytest
 
@@ -257,13 +256,16 @@ def test_rewrite_of_non_text_is_empty() -> None:
     assert readings.rewrite(None) == ""  # type: ignore[arg-type]
 
 
-def test_rewrite_is_fast() -> None:
-    """A typical 50-character message takes well under a millisecond (regexes compiled once)."""
+def test_rewrite_compiles_no_pattern_once_warm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every pattern is compiled once, at import: rewriting a message compiles none (the
+    module-level ``re`` functions would, through their cache) and so costs microseconds.
+    (Its time is a benchmark's business: a test does not read the clock of a shared box.)"""
     message = "7:30に起きてください。気温は-3℃、湿度65%です。Wi-Fiの電波が弱いです。"
-    readings.rewrite(message)  # warm the caches
-    timings = []
-    for _ in range(200):
-        start = time.perf_counter()
-        readings.rewrite(message)
-        timings.append(time.perf_counter() - start)
-    assert statistics.median(timings) < 0.001
+    expected = readings.rewrite(message)  # warm the caches
+    for name in ("compile", "sub", "subn", "search", "match", "fullmatch", "finditer", "findall"):
+
+        def compiling(*args: object, _name: str = name, **kwargs: object) -> None:
+            raise AssertionError(f"re.{_name} called while rewriting")
+
+        monkeypatch.setattr(re, name, compiling)
+    assert readings.rewrite(message) == expected

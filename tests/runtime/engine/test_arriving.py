@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from custom_components.yomiage.engine import ArrivingText
 from custom_components.yomiage.engine.synthesis.arriving import WHOLE_WITHIN_S
+
+from .box import ModelledTime
 
 TEXT = "おはようございます。七時です。"
 
@@ -21,36 +24,46 @@ def test_one_piece_then_the_end_is_whole_and_still_gives_its_sentences() -> None
 
 
 def test_two_pieces_are_not_whole_and_nothing_waits() -> None:
-    text = ArrivingText()
+    """The text's clock stands still: a ``whole`` that waited for it would never return."""
+    text = ArrivingText(ModelledTime())
     text.add("おはよう")
     text.add("ございます。七時")
-    started = time.monotonic()
-    assert text.whole() is None
-    assert time.monotonic() - started < 0.05
+    answers: list[str | None] = []
+    asking = threading.Thread(target=lambda: answers.append(text.whole()))
+    asking.start()
+    asking.join(5)
+    assert answers == [None]
     text.add("です。")
     text.finish()
     assert list(text) == ["おはようございます。", "七時です。"]
 
 
 def test_a_first_sentence_followed_by_silence_goes_on_after_the_short_wait() -> None:
-    """An LLM that stops after its first sentence (a tool call) until it has been heard."""
-    text = ArrivingText()
+    """An LLM that stops after its first sentence (a tool call) until it has been heard: the
+    sentence is held for ``WHOLE_WITHIN_S`` of the text's clock, then goes on, not whole."""
+    clock = ModelledTime()
+    text = ArrivingText(clock)
     text.add("おはようございます。")
     heard: list[str] = []
-    started = time.monotonic()
     reader = threading.Thread(target=lambda: heard.extend(text))
     reader.start()
-    deadline = started + 5
-    while not heard and time.monotonic() < deadline:
-        time.sleep(0.01)
-    waited = time.monotonic() - started
-    assert heard == ["おはようございます。"]
-    assert WHOLE_WITHIN_S * 0.9 <= waited < WHOLE_WITHIN_S + 0.5
+    clock.advance(WHOLE_WITHIN_S * 0.99)
+    reader.join(0.3)  # it would have gone on by now, had it not waited for the clock
+    assert heard == [] and reader.is_alive()
+    clock.advance(WHOLE_WITHIN_S * 0.02)
+    _until(lambda: heard == ["おはようございます。"])
     assert text.whole() is None
     text.add("七時です。")
     text.finish()
     reader.join(5)
     assert heard == ["おはようございます。", "七時です。"]
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 5
+    while not condition():
+        assert time.monotonic() < deadline, "the reader never got there"
+        time.sleep(0.001)
 
 
 def test_a_text_that_fails_after_its_first_piece_is_not_whole() -> None:

@@ -224,6 +224,13 @@ def test_first_piece_covers_the_time_the_rest_takes_to_decode() -> None:
     assert (frames - first + 1 + context) * cost > (first - 1) * FRAME_S  # and no larger
 
 
+def test_decoding_timed_at_nothing_gives_the_least_first_piece() -> None:
+    """A clock too coarse to see a run (or a box that decodes for free) means no wait at all."""
+    speed = DecodeSpeed(FRAME_S)
+    speed.record(100, 0.0)
+    assert speed.first_piece(300, 16, 48, None) == 48
+
+
 def test_while_playing_the_lead_and_the_pause_buy_decoding_time() -> None:
     speed = DecodeSpeed(FRAME_S)
     speed.record(100, 100 * FRAME_S / 2)

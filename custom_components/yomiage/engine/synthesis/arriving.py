@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Iterator
 
 from ..text.split import SentenceAccumulator
+from .clock import MONOTONIC, Clock
 
 _END = None  # queued after the last sentence
 # How soon the end must follow a first piece for the text to count as whole: Home Assistant ends
@@ -29,7 +29,9 @@ WHOLE_WITHIN_S = 0.2
 
 
 class ArrivingText:
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = MONOTONIC) -> None:
+        """``clock``: what ``WHOLE_WITHIN_S`` is measured on (clock.py)."""
+        self._clock = clock
         self._accumulator = SentenceAccumulator()
         self._sentences: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._cancelled = threading.Event()
@@ -51,7 +53,7 @@ class ArrivingText:
             return
         with self._changed:
             if self._first_at is None:
-                self._first_at = time.monotonic()
+                self._first_at = self._clock()
                 self._held = piece
                 self._changed.notify_all()
                 return
@@ -88,8 +90,9 @@ class ArrivingText:
         with self._changed:
             self._changed.wait_for(lambda: self._first_at is not None or self._ended)
             if self._first_at is not None:
-                remaining = self._first_at + WHOLE_WITHIN_S - time.monotonic()
-                self._changed.wait_for(lambda: self._decided, timeout=max(0.0, remaining))
+                deadline = self._first_at + WHOLE_WITHIN_S
+                while not self._decided and (remaining := deadline - self._clock()) > 0:
+                    self._changed.wait(remaining)
             self._arriving()
             return None if self.cancelled else self._whole
 

@@ -79,7 +79,9 @@ class DecodeSpeed:
         cost = self.frame_s if cost is None else cost * _SPEED_MARGIN
         if lead_s is None:
             unbroken = (frames + context) * cost / (cost + self.frame_s)
-            wanted = min(unbroken, FIRST_AUDIO_BUDGET_S / cost - context)
+            # A run timed at nothing (a coarse clock) leaves the budget unbounded.
+            budget = FIRST_AUDIO_BUDGET_S / cost - context if cost > 0 else math.inf
+            wanted = min(unbroken, budget)
         elif frames * cost <= lead_s:
             return frames
         else:

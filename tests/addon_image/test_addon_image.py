@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,10 +131,9 @@ async def test_home_assistant_speaks_through_the_add_on(
 
 def test_sigterm_stops_the_add_on_cleanly(container: Container) -> None:
     """The Supervisor stops an add-on with SIGTERM (Docker's init forwards it): the server
-    finishes and the container exits 0, well before Docker would kill it."""
-    started = time.monotonic()
+    finishes and the container exits 0 on its own (a container Docker had to kill after its
+    30 s would exit 137)."""
     docker("stop", "--time=30", container.name, timeout_s=60)
-    assert time.monotonic() - started < 10
     state = container.state()
     assert (state["Running"], state["ExitCode"], state["OOMKilled"]) == (False, 0, False)
     assert "stopping" in container.logs()

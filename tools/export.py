@@ -5,8 +5,9 @@
 
 MODEL_DIR holds SBV2's ``config.json``, one checkpoint (``*.safetensors``, or ``*.pth``) and
 ``style_vectors.npy``; an ``.aivm`` file (AivisHub) holds all three. Written:
-``BUNDLE_DIR/onnx/speakers/<name>/{config.json, style_vectors.npy, synthesizer.onnx,
-duration_predictor.onnx}``; the graph contracts are in docs/ARCHITECTURE.md.
+``BUNDLE_DIR/onnx/speakers/<name>/{config.json, style_vectors.npy, synthesizer.onnx}`` and, but
+for the sbv2 and aivmx forms, ``duration_predictor.onnx``; the graph contracts are in
+docs/ARCHITECTURE.md.
 
 ``--form`` writes the graphs as another exporter does, so that the engine is tested on every
 dialect users bring (docs/VOICES.md): ``hayakoe`` (its current exporter: the model wrapped as

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -115,17 +117,19 @@ def _say(args: argparse.Namespace) -> int:
 def _write_audio(
     path: Path, file_format: tuple[str, str], sample_rate: int, chunks: Any, started: float
 ) -> tuple[float | None, list[AudioChunk]]:
-    """Write chunks as they come (the file grows piece by piece) in ``file_format`` (libsndfile's
-    container and sample format); returns first-audio time. Written beside ``path`` under a
-    hidden name and moved there whole: a failed request leaves no partial file (and an earlier
-    file of that name stays as it was)."""
+    """Write chunks as they come in ``file_format`` (libsndfile's container and sample format)
+    to a hidden file beside ``path``, moved there whole at the end: a failed request leaves no
+    partial file (an earlier file of that name stays as it was), and two runs at once do not
+    share one. Returns the first-audio time and the chunks."""
     import soundfile  # only this command writes files
 
     container, subtype = file_format
     first_audio_s: float | None = None
     written: list[AudioChunk] = []
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    os.close(handle)
+    partial = Path(name)
     try:
         with soundfile.SoundFile(
             partial, "w", samplerate=sample_rate, channels=1, format=container, subtype=subtype

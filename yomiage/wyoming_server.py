@@ -397,12 +397,15 @@ class _Connection:
         # A stop that cancels this connection still waits for the join: the connection ends
         # only when its thread has, so nothing that checks for threads afterwards races it.
         joined = asyncio.ensure_future(asyncio.to_thread(self._worker.shutdown))
-        try:
-            await asyncio.shield(joined)
-        except asyncio.CancelledError:
-            await joined
+        cancelled = False
+        while not joined.done():
+            try:
+                await asyncio.shield(joined)
+            except asyncio.CancelledError:
+                cancelled = True
+        if cancelled:
             self._writer.transport.abort()
-            raise
+            raise asyncio.CancelledError
         self._writer.close()
         try:
             async with asyncio.timeout(_CLOSE_TIMEOUT_S):

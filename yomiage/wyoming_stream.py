@@ -29,7 +29,7 @@ class TextStream(ArrivingText):
     """
 
     def __init__(self, engine: Engine, options: SynthesisOptions) -> None:
-        super().__init__()
+        super().__init__(engine.clock)
         self._chunks = engine.stream_arriving(self, options)
 
     def next_chunk(self) -> AudioChunk | None:

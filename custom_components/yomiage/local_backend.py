@@ -52,7 +52,7 @@ class LocalBackend:
     def stream(
         self, text: AsyncIterable[str], options: RequestOptions
     ) -> AsyncGenerator[SpeechPiece]:
-        arriving = ArrivingText()  # a message Home Assistant has whole comes as one piece
+        arriving = ArrivingText(self.engine.clock)  # a whole message comes as one piece
         # checks voice and options now
         chunks = self.engine.stream_arriving(arriving, SynthesisOptions().with_values(options))
         return self._speak(text, arriving, chunks)

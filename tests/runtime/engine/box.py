@@ -16,13 +16,16 @@ from .common import SAMPLE_RATE
 
 
 class ModelledTime:
-    """A clock that stands still until ``advance`` moves it (from any thread)."""
+    """A clock that stands still until ``advance`` moves it (from any thread); ``reads``
+    counts who looked at it (a thread waiting on it looks each time it wakes)."""
 
     def __init__(self) -> None:
         self._now = 0.0
         self._lock = threading.Lock()
+        self.reads = 0
 
     def __call__(self) -> float:
+        self.reads += 1
         return self._now
 
     def advance(self, seconds: float) -> None:
@@ -68,8 +71,9 @@ class SlowBox:
 
     def fit(self, engine: Engine) -> Engine:
         """``engine`` moved onto this box: its clock is the box's and its sessions are made
-        (they cost nothing) and costed; not yet timed: the caller's ``load_all`` times the
-        decoder on the box, as every entry point does (an engine Home Assistant made has)."""
+        (they cost nothing) and costed. What it has learnt of the decoder's speed moves to the
+        box's as it speaks there (a new engine's ``load_all`` times it on the box; one that
+        Home Assistant made and timed already forgets that over a few sentences)."""
         config = next(iter(engine.bundle.speakers.values())).config
         self._frame_s = config.hop_length / config.sample_rate
         engine._clock = engine._model_lock._clock = self.clock

@@ -12,6 +12,7 @@ import onnxruntime as ort
 import pytest
 
 from custom_components.yomiage.engine.bundle import Bundle
+from custom_components.yomiage.engine.onnx import wire
 from custom_components.yomiage.engine.onnx.decoder_graph import read_split, split_decoder
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 from custom_components.yomiage.engine.synthesis import pieces as pieces_module
@@ -112,7 +113,9 @@ def voice(tiny_bundle: Path, tmp_path: Path) -> Voice:
 
 
 def _bert_width(synthesizer: Path) -> int:
-    return int(next(i.shape[1] for i in session(synthesizer).get_inputs() if i.name == "bert"))
+    shape = wire.read_interface(synthesizer).inputs["bert"]
+    assert shape is not None and shape[1] is not None
+    return shape[1]
 
 
 def sentence(voice: Voice, text: str) -> SentenceInput:

@@ -3,8 +3,9 @@ silence that it then plays without a wait; text arriving in pieces keeps its ear
 
 The box is modelled (box.py): each decoder run costs ``SLOWER`` times the audio it makes, on a
 clock the test holds, as on a Raspberry Pi. So the engine's decisions (the lead, each pause)
-and what the player hears are exact, however busy the machine running the test. Each test has
-an engine of its own: what one learns of the box must not reach the session's engine.
+and what the player hears are exact, however busy the machine running the test. The module's
+tests share one engine on one box, not the session's engine (what it learns of the box must
+not reach other tests); a test that changes the box puts it back.
 """
 
 from __future__ import annotations

@@ -80,6 +80,7 @@ def _until(condition: Callable[[], bool]) -> None:
 
 def _asked_while(
     lock: ModelLock,
+    clock: ModelledTime,
     run: _HeldRun,
     work: Callable[[], Any],
     ran_s: float = 0.0,
@@ -89,7 +90,6 @@ def _asked_while(
     holder's ``work`` has started ``run`` and the run has lasted ``ran_s``: the run's events
     and the request's turn, in order. The run is let finish once the request has asked (and so
     decided whether to cut it)."""
-    clock = lock_clock(lock)
     result: dict[str, Any] = {}
     holder = _holder(lock, work, result)
     assert run.started.wait(LONG_S)
@@ -109,33 +109,31 @@ def _asked_while(
     return run.events
 
 
-def _lock() -> ModelLock:
-    return ModelLock(ModelledTime())
-
-
-def lock_clock(lock: ModelLock) -> ModelledTime:
-    clock = lock._clock
-    assert isinstance(clock, ModelledTime)
-    return clock
+def _lock() -> tuple[ModelLock, ModelledTime]:
+    """A lock on a clock of the test's."""
+    clock = ModelledTime()
+    return ModelLock(clock), clock
 
 
 def test_a_request_waiting_for_its_first_audio_cuts_a_cuttable_run_short() -> None:
-    lock, run = _lock(), _HeldRun([])
-    events = _asked_while(lock, run, lambda: lock.cuttable(run, AHEAD_S, 0.0))
+    (lock, clock), run = _lock(), _HeldRun([])
+    events = _asked_while(lock, clock, run, lambda: lock.cuttable(run, AHEAD_S, 0.0))
     # Cut, the waiting request's turn, then the same run again, to its end.
     assert events == ["run", "cut", "first audio", "run", "finished"]
 
 
 def test_a_request_that_already_hears_audio_waits_for_the_run_in_progress() -> None:
-    lock, run = _lock(), _HeldRun([])
-    events = _asked_while(lock, run, lambda: lock.cuttable(run, AHEAD_S, 0.0), first_audio=False)
+    (lock, clock), run = _lock(), _HeldRun([])
+    events = _asked_while(
+        lock, clock, run, lambda: lock.cuttable(run, AHEAD_S, 0.0), first_audio=False
+    )
     assert events == ["run", "finished", "next turn"]
 
 
 def test_a_cuttable_run_lets_a_request_waiting_for_first_audio_go_first() -> None:
     """The request asked while the holder was between runs: the cuttable run waits for it
     instead of starting only to be cut."""
-    lock, events, result = _lock(), [], {}
+    (lock, _), events, result = _lock(), [], {}
     run = _HeldRun(events)
     run.finish()  # it would end at once
     between_runs, waiter_asked = threading.Event(), threading.Event()
@@ -160,8 +158,8 @@ def test_a_run_past_half_way_whose_player_would_run_dry_is_not_cut() -> None:
     """A player 2 s ahead cannot wait for a first turn (guessed at 3 s before any is timed)
     and the whole run again, and the run (expected to take no time) is past half way: the
     request waits for the run instead."""
-    lock, run = _lock(), _HeldRun([])
-    events = _asked_while(lock, run, lambda: lock.cuttable(run, 2.0, 0.0), ran_s=0.3)
+    (lock, clock), run = _lock(), _HeldRun([])
+    events = _asked_while(lock, clock, run, lambda: lock.cuttable(run, 2.0, 0.0), ran_s=0.3)
     assert events == ["run", "finished", "first audio"]
 
 
@@ -171,8 +169,8 @@ def test_a_run_less_than_half_done_is_cut_even_with_no_audio_in_hand(
 ) -> None:
     """The playing listener then loses less than the waiting one gains; past half of the 8 s
     it is expected to take, the run goes on."""
-    lock, run = _lock(), _HeldRun([])
-    events = _asked_while(lock, run, lambda: lock.cuttable(run, 0.0, 8.0), ran_s=ran_s)
+    (lock, clock), run = _lock(), _HeldRun([])
+    events = _asked_while(lock, clock, run, lambda: lock.cuttable(run, 0.0, 8.0), ran_s=ran_s)
     if cut:
         assert events == ["run", "cut", "first audio", "run", "finished"]
     else:
@@ -180,25 +178,25 @@ def test_a_run_less_than_half_done_is_cut_even_with_no_audio_in_hand(
 
 
 def test_the_first_turns_length_is_learnt_and_then_allows_shorter_leads() -> None:
-    lock, run = _lock(), _HeldRun([])
+    (lock, clock), run = _lock(), _HeldRun([])
     assert lock.first_turn_s == FIRST_TURN_GUESS_S
     with lock.first_audio_turn():
-        lock_clock(lock).advance(0.05)
+        clock.advance(0.05)
     assert lock.first_turn_s == pytest.approx(0.05)
     # 2 s ahead: enough now for a first turn and the whole run again.
-    events = _asked_while(lock, run, lambda: lock.cuttable(run, 2.0, 0.0), ran_s=0.3)
+    events = _asked_while(lock, clock, run, lambda: lock.cuttable(run, 2.0, 0.0), ran_s=0.3)
     assert events == ["run", "cut", "first audio", "run", "finished"]
 
 
 def test_a_run_inside_a_longer_turn_is_never_cut() -> None:
     """A listener's first turn (BERT, front, first piece) is not cut by the next listener."""
-    lock, run = _lock(), _HeldRun([])
+    (lock, clock), run = _lock(), _HeldRun([])
 
     def nested() -> str:
         with lock:
             return lock.cuttable(run, AHEAD_S, 0.0)
 
-    assert _asked_while(lock, run, nested) == ["run", "finished", "first audio"]
+    assert _asked_while(lock, clock, run, nested) == ["run", "finished", "first audio"]
     assert run.options == [None]
 
 
@@ -248,7 +246,8 @@ class _SlowCuttableDecoder:
 
 
 def _warm_first_turns(engine: Engine) -> None:
-    """Sessions loaded, and the lock's learnt first turn brought to this machine's warm one."""
+    """Sessions loaded, and the engine's learnt speeds settled (on a clock that stands still:
+    runs cost nothing, so first pieces are the least and first turns free)."""
     engine.load_all()
     for _ in range(8):
         chunks = engine.stream("はい。", QUIET)

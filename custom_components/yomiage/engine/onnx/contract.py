@@ -225,7 +225,8 @@ def _speaker_rows(interface: Interface, sid: str) -> int | None:
     """Rows of the speaker table the ``sid`` input indexes (SBV2's ``emb_g``: a Gather from a
     [speakers, gin] weight); None where the graph reads it otherwise."""
     for node in interface.nodes("Gather"):
-        if len(node.inputs) == 2 and node.inputs[1] == sid:
+        axis = node.attribute("axis")
+        if len(node.inputs) == 2 and node.inputs[1] == sid and not (axis and axis.i):
             dims = interface.initializer_dims.get(node.inputs[0])
             if dims is not None and len(dims) == 2:
                 return dims[0]

@@ -488,8 +488,10 @@ def _tensor_type_shape(type_proto: memoryview) -> Shape | None:
 
 
 def _dim_size(dim: memoryview) -> int | None:
-    """A Dimension's fixed size; None where it is a symbol or left open."""
-    return next((int(part.value) for part in fields(dim) if part.number == DIM_VALUE), None)
+    """A Dimension's fixed size; None where it is a symbol or left open (some tools write -1,
+    a varint of 2**64 - 1 here, for a size they do not know)."""
+    size = next((int(part.value) for part in fields(dim) if part.number == DIM_VALUE), None)
+    return size if size is not None and 0 < size < 1 << 63 else None
 
 
 def retyped_tensor(tensor: Tensor, dims: Sequence[int]) -> Chunks:

@@ -1,6 +1,7 @@
 """The engine: text in, 16-bit speech out, one sentence at a time with natural pauses.
 
-One BERT session serves every speaker; synthesizer sessions are created per speaker on first use.
+One BERT session serves every speaker; a synthesizer file's sessions are created on first use and
+shared by its speakers (graphs.py).
 Model runs are serialised by one lock (each run already uses every core), so concurrent requests
 take turns piece by piece and never mix audio; a listener waiting for its first audio goes
 before a playing stream's decoder runs, cutting one in progress short where that is worth it
@@ -37,7 +38,7 @@ from ..audio.loudness import Leveller
 from ..audio.pcm import silence, to_pcm16
 from ..audio.pitch import PitchShape
 from ..bundle import Bundle
-from ..errors import InvalidTextError, UnknownVoiceError, YomiageError
+from ..errors import BundleError, InvalidTextError, UnknownVoiceError, YomiageError
 from ..onnx.cores import usable_cores
 from ..onnx.sessions import SessionFactory, resolve_device
 from ..text.frontend import Frontend, PhoneSequence
@@ -178,27 +179,40 @@ class Engine:
             else HostPath(self._bert)
         )
         first = next(iter(self.bundle.speakers.values())).config
+        # One for the bundle: its voices share one architecture, and all run on this machine.
         decode_speed = DecodeSpeed(first.hop_length / first.sample_rate)
-        # One set of graphs per synthesizer file: a file's speakers share its sessions.
-        self._graphs: dict[Path, VoiceGraphs] = {}
-        for files in self.bundle.speakers.values():
-            if files.synthesizer not in self._graphs:
-                self._graphs[files.synthesizer] = VoiceGraphs(
-                    files.synthesizer,
-                    files.duration_predictor,
-                    self._sessions,
-                    decode_speed,
-                    clock,
-                )
-        shown_bert = self.bundle.relative(bert_graph)
-        self._voices = {
-            name: Voice(files, self._graphs[files.synthesizer], self._bert.hidden_size, shown_bert)
-            for name, files in self.bundle.speakers.items()
-        }
+        try:
+            self._graphs, self._voices = self._open_voices(decode_speed, bert_graph)
+        except BundleError:  # a voice that cannot be used: nothing stays loaded
+            self._features.close()
+            self._bert.close()
+            raise
         self._model_lock = ModelLock(clock)
         self._closed = False
         if self.device == "cuda":
             self._warm_up()
+
+    def _open_voices(
+        self, decode_speed: DecodeSpeed, bert_graph: Path
+    ) -> tuple[dict[Path, VoiceGraphs], dict[str, Voice]]:
+        """One set of graphs per synthesizer file (a file's speakers share its sessions), and a
+        voice per speaker; BundleError where one cannot speak with this bundle."""
+        graphs: dict[Path, VoiceGraphs] = {}
+        for files in self.bundle.speakers.values():
+            if files.synthesizer not in graphs:
+                graphs[files.synthesizer] = VoiceGraphs(
+                    files.synthesizer,
+                    files.duration_predictor,
+                    self._sessions,
+                    decode_speed,
+                    self._clock,
+                )
+        shown_bert = self.bundle.relative(bert_graph)
+        voices = {
+            name: Voice(files, graphs[files.synthesizer], self._bert.hidden_size, shown_bert)
+            for name, files in self.bundle.speakers.items()
+        }
+        return graphs, voices
 
     # -- what the bundle offers ---------------------------------------------------------------
     @property
@@ -213,6 +227,11 @@ class Engine:
     @property
     def sample_rate(self) -> int:
         return self.bundle.sample_rate
+
+    @property
+    def clock(self) -> Clock:
+        """The time its timing decisions read: give it to the ``ArrivingText`` it is handed."""
+        return self._clock
 
     @property
     def threads(self) -> int:
@@ -296,11 +315,15 @@ class Engine:
         return self.bundle.bert_q8, replace(self._sessions, device="cpu")
 
     def _warm_up(self) -> None:
-        """Run every voice once, so that the first request does not pay CUDA's start-up
-        (kernel loading, cuDNN plans, memory arenas): seconds on a GPU, at load instead."""
-        for name in self._voices:
-            for _ in self.stream(_WARM_UP_TEXT, SynthesisOptions(voice=name)):
-                pass
+        """Run every set of graphs once (through one of its speakers), so that the first request
+        does not pay CUDA's start-up (kernel loading, cuDNN plans, memory arenas): seconds on a
+        GPU, at load instead."""
+        warmed: set[Path] = set()
+        for name, voice in self._voices.items():
+            if voice.graphs.synthesizer not in warmed:
+                warmed.add(voice.graphs.synthesizer)
+                for _ in self.stream(_WARM_UP_TEXT, SynthesisOptions(voice=name)):
+                    pass
 
     def _time_decoding(self) -> None:
         """Best effort: a graph that loads but cannot run fails the first request instead, with

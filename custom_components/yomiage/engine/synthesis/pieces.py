@@ -66,10 +66,11 @@ def decode_in_pieces(
     before the sentence; see ``DecodeSpeed``), then the rest in pieces of at most
     ``MAX_DECODE_FRAMES``: together the samples of one whole run. One piece where the voice
     runs whole, or the sentence is short and ``first_frames`` is None. ``gate`` starts the
-    decoder runs (turns.py: a stream's may be cut short). The runs' time, not the caller's
-    between pieces, is what the sentence is learnt to cost, per frame decoded (a piece's
-    overlap included: a sentence decoded in one run, as a smooth start decodes it, has none),
-    read on ``clock``."""
+    decoder runs (turns.py: a stream's may be cut short). What the sentence is learnt to cost,
+    per frame decoded (a piece's overlap included: a sentence decoded in one run, as a smooth
+    start decodes it, has none), is the time of its front and decoder calls on ``clock``, the
+    turns they gave to other requests included (a busy engine is a slower box to its
+    listeners), not the caller's between pieces."""
     speed = voice.decode_speed
     started = clock()
     fronted = voice.front(sentence)

@@ -14,6 +14,7 @@ import numpy as np
 import onnxruntime as ort
 from numpy.typing import NDArray
 
+from ..aivm import STYLE_VECTORS_KEY as AIVM_STYLE_VECTORS
 from ..bundle import SpeakerFiles
 from ..errors import BundleError, UnknownVoiceError
 from ..onnx.contract import VoiceShape
@@ -53,15 +54,20 @@ class Voice:
     ) -> None:
         """``graphs``: its synthesizer file's (shared with the file's other speakers);
         ``bert_width``: the hidden size of the bundle's language model (``language_model``, as
-        shown in errors). Style vectors that cannot be read, or graphs made for other features
-        or another speaker table, raise BundleError here."""
+        shown in errors). Style vectors that cannot be read raise BundleError here, graphs made
+        for other features or another speaker table VoiceMismatchError."""
         self.files = files
         self.name = files.name
         self.styles = list(files.config.styles)
         self.graphs = graphs
         self._style_vectors = _load_style_vectors(files)
         shape = VoiceShape(bert_width, self._style_vectors.shape[1], files.config.speaker_id)
-        graphs.check_fits(shape, language_model, files.style_vectors.name)
+        shown_vectors = (
+            f"{files.style_vectors.name}'s {AIVM_STYLE_VECTORS}"
+            if files.embedded_style_vectors
+            else files.style_vectors.name
+        )
+        graphs.check_fits(shape, language_model, shown_vectors)
 
     @property
     def hop(self) -> int:

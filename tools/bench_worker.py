@@ -138,19 +138,24 @@ def timed_synthesis(engine: Engine, text: str) -> dict[str, float]:
 
 
 def timed_stream(
-    engine: Engine, text: str, whole: bool = False, in_pieces: bool = False
+    engine: Engine,
+    text: str,
+    whole: bool = False,
+    in_pieces: bool = False,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, float]:
     """Seconds until the first piece of audio, and until a player that starts with it reaches
     the first speech (past a lead of silence). With ``whole``, the rest too: seconds until the
     last piece, and how long that player would wait for audio after starting (each wait either
     stretches a pause or stops a word). Without it the rest is not synthesised
-    (timed_synthesis measures the whole), which keeps a benchmark run short."""
-    started, cpu = time.perf_counter(), time.process_time()
+    (timed_synthesis measures the whole), which keeps a benchmark run short. ``clock``: the
+    wall clock, but for the tests of this arithmetic."""
+    started, cpu = clock(), time.process_time()
     figures: dict[str, float] = {}
     played_until = waits = 0.0
     with contextlib.closing(engine.stream(text, in_pieces)) as pieces:
         for audio in pieces:
-            now = time.perf_counter() - started
+            now = clock() - started
             if not figures:
                 figures = {"first_audio_s": now, "first_piece_s": audio.samples / engine.rate}
                 played_until = now
@@ -169,15 +174,21 @@ def timed_stream(
     return figures
 
 
-def timed_during(engine: Engine, reply: str, announcement: str, after_s: float) -> dict[str, float]:
+def timed_during(
+    engine: Engine,
+    reply: str,
+    announcement: str,
+    after_s: float,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
     """An Assist reply asked for while an announcement plays: ``announcement`` streamed to its
     end in another thread, ``reply``'s first audio asked for ``after_s`` seconds into it; what
-    it cost the announcement shows in its playback waits."""
+    it cost the announcement shows in its playback waits. ``clock`` as for ``timed_stream``."""
     announced: dict[str, Any] = {}
 
     def announce() -> None:
         try:
-            announced.update(timed_stream(engine, announcement, whole=True))
+            announced.update(timed_stream(engine, announcement, whole=True, clock=clock))
         except Exception as err:  # raised in the asking thread below
             announced["error"] = err
 
@@ -185,7 +196,7 @@ def timed_during(engine: Engine, reply: str, announcement: str, after_s: float) 
     thread.start()
     try:
         time.sleep(after_s)
-        replied = timed_stream(engine, reply)
+        replied = timed_stream(engine, reply, clock=clock)
     finally:
         thread.join()
     if "error" in announced:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 import math
-import time
+import threading
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -216,11 +216,14 @@ def test_worker_answers_memory_and_reports_errors_as_answers() -> None:
 
 
 def test_the_reply_during_an_announcement_and_the_announcement_are_both_timed() -> None:
-    timed = bench_worker.timed_during(_Pieces(), reply="ab", announcement="x" * 20, after_s=0.2)
+    pieces = _Pieces()
+    timed = bench_worker.timed_during(
+        pieces, reply="ab", announcement="x" * 20, after_s=0.2, clock=pieces.clock
+    )
     # From when the reply was asked for (one 0.02 s piece), not from the announcement's start.
-    assert 0.02 <= timed["first_audio_s"] < 0.15
-    assert timed["announcement_s"] >= 20 * 0.02
-    assert timed["announcement_waits_s"] >= 0
+    assert timed["first_audio_s"] == pytest.approx(0.02)
+    assert timed["announcement_s"] == pytest.approx(20 * 0.02)
+    assert timed["announcement_waits_s"] == 0.0
 
 
 def test_a_failing_announcement_fails_the_measurement() -> None:
@@ -229,10 +232,18 @@ def test_a_failing_announcement_fails_the_measurement() -> None:
 
 
 class _Pieces:
-    """A made-up engine: one piece of audio per character, 0.02 s each ("_": silence)."""
+    """A made-up engine: one piece of audio (0.1 s) per character, each made in 0.02 s of its
+    own clock ("_": silence), so the timings are exact. Each thread has its own time: a stream
+    is timed on the work done for it, whatever another thread's stream does meanwhile."""
 
     rate = 10
     imported = 0.0
+
+    def __init__(self) -> None:
+        self._time = threading.local()
+
+    def clock(self) -> float:
+        return float(getattr(self._time, "now", 0.0))
 
     def synthesize(self, text: str) -> int:
         return sum(piece.samples for piece in self.stream(text, in_pieces=False))
@@ -241,15 +252,18 @@ class _Pieces:
         for character in text:
             if character == "!":
                 raise ValueError("announcement failed")
-            time.sleep(0.02)
+            self._time.now = self.clock() + 0.02
             yield bench_worker.Piece(1, 1 if character == "_" else 0)
 
 
 def test_a_stream_is_timed_to_its_first_speech_as_a_player_hears_it() -> None:
     """A lead of silence (three pieces of 0.1 s here) is first audio, not speech: speech comes
     when a player that started with the first piece reaches it."""
-    timed = bench_worker.timed_stream(_Pieces(), "___ab", whole=True)
-    assert timed["speech_s"] == pytest.approx(timed["first_audio_s"] + 0.3, abs=0.01)
+    pieces = _Pieces()
+    timed = bench_worker.timed_stream(pieces, "___ab", whole=True, clock=pieces.clock)
+    assert timed["first_audio_s"] == pytest.approx(0.02)
+    assert timed["speech_s"] == pytest.approx(0.02 + 0.3)
     assert timed["waits_s"] == 0.0  # each piece came long before it was due
-    quick = bench_worker.timed_stream(_Pieces(), "___ab")
-    assert quick["speech_s"] == pytest.approx(timed["speech_s"], abs=0.03)
+    pieces = _Pieces()
+    quick = bench_worker.timed_stream(pieces, "___ab", clock=pieces.clock)
+    assert quick["speech_s"] == pytest.approx(timed["speech_s"])

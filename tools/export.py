@@ -107,67 +107,20 @@ class ConverterGraph(SynthesizerTrn):
     itself (node scopes ``/dec/...`` with no wrapper) with ``forward`` replaced by ``infer`` in
     its own argument order, so the graph returns the whole of ``infer``'s result."""
 
-    def forward(  # type: ignore[override]  # the converter's order, not ``infer``'s
-        self,
-        x: torch.Tensor,
-        x_lengths: torch.Tensor,
-        sid: torch.Tensor,
-        tone: torch.Tensor,
-        language: torch.Tensor,
-        bert: torch.Tensor,
-        style_vec: torch.Tensor,
-        length_scale: torch.Tensor,
-        sdp_ratio: torch.Tensor,
-        noise_scale: torch.Tensor,
-        noise_scale_w: torch.Tensor,
-    ) -> SBV2Outputs:
-        return self.infer_with_latents(
-            x,
-            x_lengths,
-            sid,
-            tone,
-            language,
-            bert,
-            style_vec,
-            noise_scale=noise_scale,
-            length_scale=length_scale,
-            noise_scale_w=noise_scale_w,
-            sdp_ratio=sdp_ratio,
-        )
+    def forward(self, *inputs: torch.Tensor) -> SBV2Outputs:  # type: ignore[override]
+        # The converter's argument order, not ``infer``'s.
+        return self.infer_with_latents(**dict(zip(CONVERTER_ORDER, inputs, strict=True)))
 
 
 class DurationGraph(torch.nn.Module):
-    """duration_predictor.onnx: the text inputs and three scalars -> ``durations`` [1, P]."""
+    """duration_predictor.onnx: ``DURATION_INPUTS`` -> ``durations`` [1, P]."""
 
     def __init__(self, model: SynthesizerTrn) -> None:
         super().__init__()
         self.model = model
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        x_lengths: torch.Tensor,
-        sid: torch.Tensor,
-        tone: torch.Tensor,
-        language: torch.Tensor,
-        bert: torch.Tensor,
-        style_vec: torch.Tensor,
-        length_scale: torch.Tensor,
-        noise_scale_w: torch.Tensor,
-        sdp_ratio: torch.Tensor,
-    ) -> torch.Tensor:
-        return self.model.predict_durations(
-            x,
-            x_lengths,
-            sid,
-            tone,
-            language,
-            bert,
-            style_vec,
-            length_scale=length_scale,
-            noise_scale_w=noise_scale_w,
-            sdp_ratio=sdp_ratio,
-        )
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.model.predict_durations(**dict(zip(DURATION_INPUTS, inputs, strict=True)))
 
 
 def example_inputs(

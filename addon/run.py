@@ -1,20 +1,28 @@
 #!/usr/bin/env python3
-"""Start Yomiage's Wyoming server inside the Home Assistant add-on.
+"""Start Yomiage's Wyoming server: the Home Assistant add-on, or the same image under Docker.
 
-1. Read the add-on options (``/data/options.json``, written by the Supervisor).
-2. Voices: the official Hub repository or another repo id → ``yomiage fetch`` into
-   ``/data/voices/<owner>--<name>`` (only new or changed files are downloaded; when the Hub cannot
-   be reached, voices already there are used); or a local bundle folder (under /share or /media).
-3. Start the server on port 10200, wait until it answers ``describe``, then announce it through
-   the Supervisor discovery API so Home Assistant offers to set up the Wyoming integration.
+Two ways in, one server:
 
-``run.py healthcheck`` exits 0 when the server answers ``describe`` (the image's HEALTHCHECK).
-Standard library only. Paths and the Supervisor URL can be moved with YOMIAGE_ADDON_DATA,
-YOMIAGE_SUPERVISOR_URL and YOMIAGE_PORT (for tests; the add-on uses the defaults).
+- **Add-on** (``/data/options.json`` exists: the Supervisor writes it). The options come from
+  there; once the server answers, it is announced through the Supervisor's discovery API as the
+  ``yomiage`` service (``{"host", "port"}``), which Home Assistant hands to Yomiage's config
+  flow (``async_step_hassio``).
+- **Container** (no options file): the same options as arguments or ``YOMIAGE_*`` environment
+  variables (``run.py --help``); ``--zeroconf`` announces the server on the local network, where
+  Yomiage's flow finds it (a host network), or Home Assistant adds it by address.
+
+Voices: the official Hub repository or another repo id → ``yomiage fetch`` into
+``/data/voices/<owner>--<name>`` (only new or changed files are downloaded; when the Hub cannot
+be reached, voices already there are used); or a local bundle folder (the add-on: under /share
+or /media). ``run.py healthcheck`` exits 0 when the server answers ``describe`` (the image's
+HEALTHCHECK). Standard library only. YOMIAGE_ADDON_DATA, YOMIAGE_SUPERVISOR_URL and
+YOMIAGE_ANNOUNCE_HOST move the data folder, the Supervisor and the announced host (tests; the
+add-on uses the defaults).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -24,8 +32,8 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -37,6 +45,10 @@ OFFICIAL_REPO = "lemondouble/hayakoe"
 SOURCES = ("official", "hub", "local")
 DEFAULT_PORT = 10200
 STARTUP_TIMEOUT_S = 900.0  # loading every voice on a Raspberry Pi takes a while
+# The service the add-on announces (config.yaml's discovery): Home Assistant starts the config
+# flow of the integration of that name, Yomiage's own (every option, yomiage.prepare), not the
+# generic Wyoming one, so the server is set up once.
+DISCOVERY_SERVICE = "yomiage"
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _LOCAL_ROOTS = (Path("/share"), Path("/media"))
 
@@ -59,6 +71,7 @@ class AddonOptions:
     normalize: bool
     smooth_start: bool
     debug_logging: bool
+    zeroconf: bool = False  # announce on the local network (Container; the add-on uses discovery)
 
     @classmethod
     def load(cls, path: Path) -> AddonOptions:
@@ -98,7 +111,78 @@ class AddonOptions:
             normalize=bool(raw.get("normalize", True)),
             smooth_start=bool(raw.get("smooth_start", True)),
             debug_logging=bool(raw.get("debug_logging", False)),
+            zeroconf=bool(raw.get("zeroconf", False)),
         )
+
+
+def options_from_arguments(argv: Sequence[str], environ: Mapping[str, str]) -> AddonOptions:
+    """Container: the add-on's options as arguments, each defaulting to its ``YOMIAGE_*``
+    environment variable (a list as commas), checked as the add-on's are."""
+
+    def env(name: str, default: str = "") -> str:
+        return environ.get(f"YOMIAGE_{name}", default)
+
+    def env_flag(name: str, default: bool) -> bool:
+        value = env(name)
+        return default if not value else value.lower() in ("1", "true", "yes", "on")
+
+    parser = argparse.ArgumentParser(
+        prog="run.py",
+        description="Yomiage's Wyoming server, as the add-on runs it, for Docker without a "
+        "Supervisor. Each option defaults to its YOMIAGE_* environment variable.",
+    )
+    parser.add_argument("--voices", choices=SOURCES, default=env("VOICES", "official"))
+    parser.add_argument(
+        "--speaker",
+        dest="speakers",
+        action="append",
+        help="a speaker to download (repeat it; YOMIAGE_SPEAKERS: comma-separated; none: all)",
+    )
+    parser.add_argument("--hub-repo", default=env("HUB_REPO"), help="with --voices hub")
+    parser.add_argument("--local-folder", default=env("LOCAL_FOLDER"), help="with --voices local")
+    # A text default goes through ``type`` too: a bad variable is refused as a bad argument.
+    parser.add_argument("--threads", type=int, default=env("THREADS") or None)
+    parser.add_argument("--volume", type=float, default=env("VOLUME", "0"))
+    parser.add_argument("--pitch", type=float, default=env("PITCH", "1"))
+    parser.add_argument("--intonation", type=float, default=env("INTONATION", "1"))
+    parser.add_argument(
+        "--no-normalize",
+        dest="normalize",
+        action="store_false",
+        default=env_flag("NORMALIZE", True),
+    )
+    parser.add_argument(
+        "--no-smooth-start",
+        dest="smooth_start",
+        action="store_false",
+        default=env_flag("SMOOTH_START", True),
+    )
+    parser.add_argument(
+        "--zeroconf",
+        action="store_true",
+        default=env_flag("ZEROCONF", False),
+        help="announce the server on the local network (a host network), where Yomiage's "
+        "flow finds it",
+    )
+    parser.add_argument("--debug", action="store_true", default=env_flag("DEBUG", False))
+    args = parser.parse_args(list(argv))
+    speakers = args.speakers or [name for name in env("SPEAKERS").split(",") if name.strip()]
+    return AddonOptions.from_dict(
+        {
+            "voices": args.voices,
+            "hub_repo": args.hub_repo,
+            "local_folder": args.local_folder,
+            "speakers": speakers,
+            "threads": args.threads,
+            "volume": args.volume,
+            "pitch": args.pitch,
+            "intonation": args.intonation,
+            "normalize": args.normalize,
+            "smooth_start": args.smooth_start,
+            "debug_logging": args.debug,
+            "zeroconf": args.zeroconf,
+        }
+    )
 
 
 # -- what to run ----------------------------------------------------------------------------------
@@ -113,11 +197,15 @@ class VoicesPlan:
     language_model: Path | None = None
 
 
-def plan_voices(options: AddonOptions, data_dir: Path) -> VoicesPlan:
+def plan_voices(
+    options: AddonOptions, data_dir: Path, local_roots: Sequence[Path] | None = _LOCAL_ROOTS
+) -> VoicesPlan:
+    """``local_roots``: where a local folder may be (the add-on sees only /share and /media;
+    None: anywhere, as a Container's volumes are the user's)."""
     if options.voices == "local":
         official = _downloaded(data_dir, OFFICIAL_REPO)
         return VoicesPlan(
-            _local_folder(options.local_folder),
+            _local_folder(options.local_folder, local_roots),
             None,
             data_dir / "prepared-graphs",
             official if official.is_dir() else None,
@@ -134,12 +222,12 @@ def _downloaded(data_dir: Path, repo: str) -> Path:
     return data_dir / "voices" / repo.replace("/", "--")
 
 
-def _local_folder(folder: str) -> Path:
+def _local_folder(folder: str, roots: Sequence[Path] | None) -> Path:
     if not folder:
-        raise AddonError("voices is 'local': set local_folder to a bundle folder under /share")
+        raise AddonError("voices is 'local': set local_folder to a bundle folder")
     path = Path(folder)
-    if not any(path.is_relative_to(root) for root in _LOCAL_ROOTS):
-        raise AddonError(f"local_folder {folder!r} must be under /share or /media")
+    if roots is not None and not any(path.is_relative_to(root) for root in roots):
+        raise AddonError(f"local_folder {folder!r} must be under {' or '.join(map(str, roots))}")
     if not path.is_dir():
         raise AddonError(f"local_folder {folder!r} does not exist or is not a folder")
     return path
@@ -181,6 +269,8 @@ def serve_command(plan: VoicesPlan, options: AddonOptions, port: int) -> list[st
         command.append("--no-normalize")
     if not options.smooth_start:
         command.append("--no-smooth-start")
+    if options.zeroconf:
+        command.append("--zeroconf")
     if options.debug_logging:
         command.append("--debug")
     return command
@@ -222,18 +312,17 @@ def wait_until_serving(server: subprocess.Popen[bytes], port: int, timeout_s: fl
 
 
 def announce(supervisor_url: str, token: str, host: str, port: int) -> None:
-    """Tell Home Assistant (through the Supervisor) where the Wyoming server is."""
-    body = json.dumps({"service": "wyoming", "config": {"uri": f"tcp://{host}:{port}"}})
+    """Tell Home Assistant (through the Supervisor) where the server is."""
+    body = json.dumps({"service": DISCOVERY_SERVICE, "config": {"host": host, "port": port}})
     request = urllib.request.Request(
         f"{supervisor_url.rstrip('/')}/discovery",
         data=body.encode(),
         method="POST",
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        reply = json.loads(response.read() or b"{}")
-    if reply.get("result") not in (None, "ok"):
-        raise AddonError(f"the Supervisor refused the discovery message: {reply}")
+    # The Supervisor answers a refusal with 400 (urllib's HTTPError, an OSError).
+    with urllib.request.urlopen(request, timeout=30):
+        pass
 
 
 def _announce_if_supervised(port: int) -> None:
@@ -242,19 +331,30 @@ def _announce_if_supervised(port: int) -> None:
         _LOGGER.info("no SUPERVISOR_TOKEN: not running as an add-on, nothing to announce")
         return
     supervisor_url = os.environ.get("YOMIAGE_SUPERVISOR_URL", "http://supervisor")
+    # The Supervisor names the container for the add-on's hostname, which the add-on network's
+    # DNS resolves for Home Assistant.
+    host = os.environ.get("YOMIAGE_ANNOUNCE_HOST") or socket.gethostname()
     try:
-        announce(supervisor_url, token, socket.gethostname(), port)
-    except (OSError, ValueError, AddonError) as err:
+        announce(supervisor_url, token, host, port)
+    except OSError as err:
         _LOGGER.error("could not announce the server to Home Assistant: %s", err)
         return
-    _LOGGER.info("announced to Home Assistant: Settings → Devices & services offers Wyoming")
+    _LOGGER.info("announced to Home Assistant: Settings → Devices & services offers Yomiage")
 
 
 # -- main -----------------------------------------------------------------------------------------
-def run(data_dir: Path, port: int) -> int:
-    options = AddonOptions.load(data_dir / "options.json")
+def run(data_dir: Path, port: int, arguments: Sequence[str]) -> int:
+    """Serve until stopped: the Supervisor's options where it wrote them, else ``arguments``."""
+    options_file = data_dir / "options.json"
+    supervised = options_file.is_file()
+    if supervised:
+        if arguments:
+            _LOGGER.warning("ignoring %s: the add-on's options apply", " ".join(arguments))
+        options = AddonOptions.load(options_file)
+    else:
+        options = options_from_arguments(arguments, os.environ)
     logging.getLogger().setLevel(logging.DEBUG if options.debug_logging else logging.INFO)
-    plan = plan_voices(options, data_dir)
+    plan = plan_voices(options, data_dir, _LOCAL_ROOTS if supervised else None)
     ensure_voices(plan, options)
     server = subprocess.Popen(serve_command(plan, options, port))
 
@@ -263,7 +363,7 @@ def run(data_dir: Path, port: int) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    if wait_until_serving(server, port, STARTUP_TIMEOUT_S):
+    if wait_until_serving(server, port, STARTUP_TIMEOUT_S) and supervised:
         _announce_if_supervised(port)
     return server.wait()
 
@@ -274,7 +374,7 @@ def main(argv: list[str]) -> int:
     if argv[1:] == ["healthcheck"]:
         return 0 if answers_describe(port) else 1
     try:
-        return run(Path(os.environ.get("YOMIAGE_ADDON_DATA", "/data")), port)
+        return run(Path(os.environ.get("YOMIAGE_ADDON_DATA", "/data")), port, argv[1:])
     except AddonError as err:
         _LOGGER.error("%s", err)
         return 1

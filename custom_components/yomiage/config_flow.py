@@ -1,12 +1,14 @@
-"""Config flow (pick a voice bundle and check it loads, or a Yomiage Wyoming server) and options
-flow (how it speaks, the user dictionary)."""
+"""Config flow (pick a voice bundle and check it loads; or a Yomiage Wyoming server: the add-on,
+installed and started from here on Home Assistant OS, or one at an address) and options flow (how
+it speaks, the user dictionary)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Coroutine
 from functools import partial
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import voluptuous as vol
@@ -32,10 +34,12 @@ from homeassistant.helpers.selector import (
     TextSelectorConfig,
     TextSelectorType,
 )
+from homeassistant.helpers.service_info.hassio import HassioServiceInfo
 from homeassistant.helpers.service_info.zeroconf import ZeroconfServiceInfo
 
 from .bundle_check import BundleCheckError, BundleSummary, probe_bundle, resolve_bundle_path
 from .const import (
+    CONF_ADDON,
     CONF_DEVICE,
     CONF_HOST,
     CONF_PATH,
@@ -52,6 +56,7 @@ from .const import (
     DEVICES,
     DOMAIN,
     MAX_THREADS,
+    SOURCE_ADDON,
     SOURCE_HUGGINGFACE,
     SOURCE_LOCAL,
     SOURCE_OFFICIAL,
@@ -79,9 +84,19 @@ from .local_engine import (
     LocalEngineUnavailableError,
     async_engine_importable,
     async_ensure_local_engine,
+    platform_problem,
 )
 from .local_setup import downloaded_language_model
 from .remote import WyomingBackend
+from .supervisor import (
+    ADDON_NAME,
+    ADDON_SLUG,
+    NO_ANSWER,
+    AddonAddress,
+    AddonSetupError,
+    YomiageAddon,
+    supervisor_present,
+)
 from .user_words import UserWordsError, parse_user_words
 
 _LOGGER = logging.getLogger(__name__)
@@ -90,6 +105,9 @@ _LOGGER = logging.getLogger(__name__)
 _STEPS = {"speed": 0.05, "style_weight": 0.1, "volume": 0.5, "lead_silence": 10}
 _DEFAULT_STEP = 0.05
 _PROGRESS_STEP = 0.01  # report download progress in 1 % steps, not per network read
+# The add-on sees the host's /share and /media (config.yaml's map), as Home Assistant does.
+_ADDON_FOLDERS = (PurePosixPath("/share"), PurePosixPath("/media"))
+_ADDON_DEFAULT_FOLDER = "/share/yomiage"
 
 
 class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
@@ -106,6 +124,13 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self._download_error: FetchError | BundleCheckError | None = None
         self._summary: BundleSummary | None = None
         self._discovered: tuple[str, int, str] | None = None  # host, port, default voice
+        self._discovered_addon: str | None = None  # the slug of the add-on that announced it
+        self._for_addon = False  # the voices chosen are the add-on's options
+        self._addon: YomiageAddon | None = None
+        self._addon_options: dict[str, Any] = {}
+        self._addon_task: asyncio.Task[None] | None = None
+        self._addon_error: AddonSetupError | None = None
+        self._addon_server: tuple[AddonAddress, WyomingBackend] | None = None
         self._reported_progress = 0.0
         self._engine_ready = False
         self._install: asyncio.Task[None] | None = None
@@ -118,10 +143,25 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         return YomiageOptionsFlow()
 
     async def async_step_user(self, user_input: dict[str, Any] | None = None) -> ConfigFlowResult:
+        """Where the voices come from. Where the engine cannot run (Home Assistant OS and
+        Container: musl), only a server is offered, the add-on first where there is a
+        Supervisor."""
+        if problem := await self.hass.async_add_executor_job(platform_problem):
+            self._engine_problem = LocalEngineUnavailableError(UNSUPPORTED_PLATFORM, problem)
+            return self._offer_server(UNSUPPORTED_PLATFORM)
         return self.async_show_menu(
             step_id="user",
-            menu_options=[SOURCE_OFFICIAL, SOURCE_HUGGINGFACE, SOURCE_LOCAL, SOURCE_WYOMING],
+            menu_options=[
+                *self._addon_choice(),
+                SOURCE_OFFICIAL,
+                SOURCE_HUGGINGFACE,
+                SOURCE_LOCAL,
+                SOURCE_WYOMING,
+            ],
         )
+
+    def _addon_choice(self) -> list[str]:
+        return [SOURCE_ADDON] if supervisor_present(self.hass) else []
 
     # -- the engine on this machine: its native packages -----------------------------------------
     async def _async_engine_detour(self, step_id: str) -> ConfigFlowResult | None:
@@ -172,9 +212,142 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         detail = self._engine_problem.detail if self._engine_problem else ""
         return self.async_show_menu(
             step_id=step_id,
-            menu_options=[SOURCE_WYOMING],
+            menu_options=[*self._addon_choice(), SOURCE_WYOMING],
             description_placeholders={"detail": detail},
         )
+
+    # -- the Yomiage add-on, through the Supervisor ----------------------------------------------
+    async def async_step_addon(self, user_input: dict[str, Any] | None = None) -> ConfigFlowResult:
+        """Install the add-on (its voices chosen next), or start the one already installed."""
+        await self.async_set_unique_id(ADDON_SLUG)
+        self._abort_if_unique_id_configured()
+        self._addon = YomiageAddon(self.hass)
+        try:
+            installed = await self._addon.async_installed()
+        except AddonSetupError as err:
+            return self._addon_abort(err)
+        if installed:
+            return await self.async_step_addon_start()  # its voices are its own options
+        self._for_addon = True
+        return self.async_show_menu(
+            step_id=SOURCE_ADDON,
+            menu_options=[SOURCE_OFFICIAL, SOURCE_HUGGINGFACE, "addon_folder"],
+        )
+
+    async def async_step_addon_folder(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """A voice folder under /share or /media, which the add-on reads."""
+        errors: dict[str, str] = {}
+        placeholders = {"file": ""}
+        if user_input is not None:
+            folder = PurePosixPath(str(user_input[CONF_PATH]).strip())
+            placeholders["file"] = str(folder)
+            if not folder.is_absolute() or not any(
+                folder.is_relative_to(root) for root in _ADDON_FOLDERS
+            ):
+                errors["base"] = "addon_folder_not_shared"
+            elif not await self.hass.async_add_executor_job(Path(folder).is_dir):
+                errors["base"] = "not_a_folder"
+            else:
+                self._addon_options = {"voices": "local", "local_folder": str(folder)}
+                return await self.async_step_addon_install()
+        schema = vol.Schema(
+            {vol.Required(CONF_PATH, default=_ADDON_DEFAULT_FOLDER): TextSelector()}
+        )
+        return self.async_show_form(
+            step_id="addon_folder",
+            data_schema=self.add_suggested_values_to_schema(schema, user_input or {}),
+            errors=errors,
+            description_placeholders=placeholders,
+        )
+
+    async def async_step_addon_install(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Add the store repository, install the add-on, write the voices into its options."""
+        addon = self._require_addon()
+        return await self._addon_progress(
+            "addon_install", partial(addon.async_install, self._addon_options), "addon_start"
+        )
+
+    async def async_step_addon_start(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Start the add-on and wait until its server answers (the first start downloads the
+        voices and prepares them for this CPU)."""
+        return await self._addon_progress("addon_start", self._async_start_addon, "addon_finish")
+
+    async def async_step_addon_finish(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        assert self._addon_server is not None
+        address, server = self._addon_server
+        return self._create_server_entry(
+            address.host, address.port, server.default_voice, addon=ADDON_SLUG
+        )
+
+    async def async_step_addon_failed(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        assert self._addon_error is not None
+        await self._require_addon().async_roll_back()
+        return self._addon_abort(self._addon_error)
+
+    async def _addon_progress(
+        self, step_id: str, work: Callable[[], Coroutine[Any, Any, None]], next_step_id: str
+    ) -> ConfigFlowResult:
+        """``work`` behind a progress screen; on to ``next_step_id``, or to the abort."""
+        if self._addon_task is None:
+            self._addon_task = self.hass.async_create_task(work())
+        if not self._addon_task.done():
+            return self.async_show_progress(
+                step_id=step_id, progress_action=step_id, progress_task=self._addon_task
+            )
+        task, self._addon_task = self._addon_task, None
+        try:
+            task.result()
+        except AddonSetupError as err:
+            self._addon_error = err
+            return self.async_show_progress_done(next_step_id="addon_failed")
+        return self.async_show_progress_done(next_step_id=next_step_id)
+
+    async def _async_start_addon(self) -> None:
+        address = await self._require_addon().async_start()
+        try:
+            server = await WyomingBackend.async_connect(address.host, address.port)
+        except YomiageError as err:
+            raise AddonSetupError(NO_ANSWER, str(err)) from err
+        self._addon_server = (address, server)
+
+    def _addon_abort(self, err: AddonSetupError) -> ConfigFlowResult:
+        _LOGGER.warning("Setting up the %s add-on failed: %s", ADDON_NAME, err)
+        return self.async_abort(reason=err.reason, description_placeholders={"message": str(err)})
+
+    def _require_addon(self) -> YomiageAddon:
+        if self._addon is None:
+            raise RuntimeError("the add-on steps run after async_step_addon")
+        return self._addon
+
+    async def async_step_hassio(self, discovery_info: HassioServiceInfo) -> ConfigFlowResult:
+        """The add-on announced its server (it does once the server answers): confirm, then
+        an entry with every option, whoever installed the add-on."""
+        try:
+            address = AddonAddress.from_discovery(discovery_info.config)
+        except AddonSetupError:
+            return self.async_abort(reason="not_yomiage_server")
+        await self.async_set_unique_id(discovery_info.slug)
+        self._abort_if_unique_id_configured(
+            updates={CONF_HOST: address.host, CONF_PORT: address.port}
+        )
+        return await self._async_discovered(
+            address.host, address.port, discovery_info.name, "hassio_confirm", discovery_info.slug
+        )
+
+    async def async_step_hassio_confirm(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        return self._confirm_discovered("hassio_confirm", user_input)
 
     # -- a Yomiage Wyoming server ----------------------------------------------------------------
     async def async_step_wyoming(
@@ -210,10 +383,16 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
             description_placeholders=placeholders,
         )
 
-    def _create_server_entry(self, host: str, port: int, default_voice: str) -> ConfigFlowResult:
+    def _create_server_entry(
+        self, host: str, port: int, default_voice: str, addon: str | None = None
+    ) -> ConfigFlowResult:
+        """A server entry; ``addon``: the slug of the add-on that runs it."""
+        data: dict[str, Any] = {CONF_SOURCE: SOURCE_WYOMING, CONF_HOST: host, CONF_PORT: port}
+        if addon is not None:
+            data[CONF_ADDON] = addon
         return self.async_create_entry(
-            title=f"Yomiage {host}",
-            data={CONF_SOURCE: SOURCE_WYOMING, CONF_HOST: host, CONF_PORT: port},
+            title=f"{ADDON_NAME} add-on" if addon is not None else f"Yomiage {host}",
+            data=data,
             options={CONF_VOICE: default_voice},
         )
 
@@ -227,6 +406,19 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
             return self.async_abort(reason="not_yomiage_server")
         await self.async_set_unique_id(f"tcp://{host}:{port}")
         self._abort_if_unique_id_configured()
+        name = discovery_info.name.removesuffix(f".{discovery_info.type}")
+        return await self._async_discovered(host, port, name, "zeroconf_confirm")
+
+    async def async_step_zeroconf_confirm(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        return self._confirm_discovered("zeroconf_confirm", user_input)
+
+    async def _async_discovered(
+        self, host: str, port: int, name: str, confirm_step: str, addon: str | None = None
+    ) -> ConfigFlowResult:
+        """Ask the discovered server for its voices, then let the user confirm it; ``addon``:
+        the slug of the add-on that announced it."""
         try:
             server = await WyomingBackend.async_connect(host, port)
         except YomiageError as err:
@@ -234,20 +426,20 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
                 reason="server_unreachable",
                 description_placeholders={"address": f"{host}:{port}", "message": str(err)},
             )
-        name = discovery_info.name.removesuffix(f".{discovery_info.type}")
         self._discovered = (host, port, server.default_voice)
+        self._discovered_addon = addon
         self.context["title_placeholders"] = {"name": name}
-        return await self.async_step_zeroconf_confirm()
+        return self._confirm_discovered(confirm_step, None)
 
-    async def async_step_zeroconf_confirm(
-        self, user_input: dict[str, Any] | None = None
+    def _confirm_discovered(
+        self, step_id: str, user_input: dict[str, Any] | None
     ) -> ConfigFlowResult:
         assert self._discovered is not None
         host, port, default_voice = self._discovered
         if user_input is not None:
-            return self._create_server_entry(host, port, default_voice)
+            return self._create_server_entry(host, port, default_voice, self._discovered_addon)
         return self.async_show_form(
-            step_id="zeroconf_confirm",
+            step_id=step_id,
             description_placeholders={
                 **self.context["title_placeholders"],
                 "address": f"{host}:{port}",
@@ -290,7 +482,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
         """The published voices: list them, then let the user pick speakers."""
-        if (detour := await self._async_engine_detour(SOURCE_OFFICIAL)) is not None:
+        if not self._for_addon and (detour := await self._async_engine_detour(SOURCE_OFFICIAL)):
             return detour
         self._source = SOURCE_OFFICIAL
         try:
@@ -304,8 +496,9 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
     async def async_step_huggingface(
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
-        """Another repository with the same layout (private ones need a token)."""
-        if (detour := await self._async_engine_detour(SOURCE_HUGGINGFACE)) is not None:
+        """Another repository with the same layout (private ones need a token; the add-on
+        takes public ones, at their newest revision)."""
+        if not self._for_addon and (detour := await self._async_engine_detour(SOURCE_HUGGINGFACE)):
             return detour
         self._source = SOURCE_HUGGINGFACE
         errors: dict[str, str] = {}
@@ -322,15 +515,13 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
                 placeholders["message"] = str(err)
             else:
                 return await self.async_step_speakers()
-        schema = vol.Schema(
-            {
-                vol.Required(CONF_REPO_ID): TextSelector(),
-                vol.Optional(CONF_REVISION): TextSelector(),
-                vol.Optional(CONF_TOKEN): TextSelector(
-                    TextSelectorConfig(type=TextSelectorType.PASSWORD)
-                ),
-            }
-        )
+        fields: dict[vol.Marker, Any] = {vol.Required(CONF_REPO_ID): TextSelector()}
+        if not self._for_addon:
+            fields[vol.Optional(CONF_REVISION)] = TextSelector()
+            fields[vol.Optional(CONF_TOKEN)] = TextSelector(
+                TextSelectorConfig(type=TextSelectorType.PASSWORD)
+            )
+        schema = vol.Schema(fields)
         suggested = {k: v for k, v in (user_input or {}).items() if k != CONF_TOKEN}
         return self.async_show_form(
             step_id="huggingface",
@@ -358,6 +549,14 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         elif user_input is not None:
             if not user_input.get(CONF_SPEAKERS):
                 errors["base"] = "no_speaker_chosen"
+            elif self._for_addon:
+                self._speakers = list(user_input[CONF_SPEAKERS])
+                self._addon_options = {
+                    "voices": "official" if self._source == SOURCE_OFFICIAL else "hub",
+                    "hub_repo": "" if self._source == SOURCE_OFFICIAL else offer.repo_id,
+                    "speakers": self._speakers,
+                }
+                return await self.async_step_addon_install()
             else:
                 await self.async_set_unique_id(str(download_folder(offer.repo_id)))
                 self._abort_if_unique_id_configured()

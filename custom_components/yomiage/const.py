@@ -16,11 +16,13 @@ CONF_SPEAKERS: Final = "speakers"
 CONF_TOKEN: Final = "token"
 CONF_HOST: Final = "host"  # Wyoming server entries
 CONF_PORT: Final = "port"
+CONF_ADDON: Final = "addon"  # a server entry on the Yomiage add-on: its slug
 
 SOURCE_OFFICIAL: Final = "official"
 SOURCE_HUGGINGFACE: Final = "huggingface"
 SOURCE_LOCAL: Final = "local"
 SOURCE_WYOMING: Final = "wyoming"  # a Yomiage Wyoming server speaks; nothing runs here
+SOURCE_ADDON: Final = "addon"  # the flow installs the Yomiage add-on, then a server entry on it
 
 DEFAULT_WYOMING_PORT: Final = 10200  # the add-on's and `yomiage serve`'s port
 

@@ -15,6 +15,9 @@ from custom_components.yomiage.engine.synthesis.engine import Engine
 from custom_components.yomiage.local_backend import LocalBackend
 
 SPEAKERS = Path("onnx/speakers")  # speaker folders inside a bundle
+# A private repository of the fake Hub (conftest.py's hub), and the token it needs.
+PRIVATE = "someone/private-voices"
+TOKEN = "hf_test_token"
 
 
 def engine_of(entry: ConfigEntry) -> Engine:

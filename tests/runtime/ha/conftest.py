@@ -6,12 +6,14 @@ Bundles are copied into a temporary config folder, because entries may only poin
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import entity_registry as er
 from homeassistant.setup import async_setup_component
+from huggingface_hub import constants
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 
@@ -19,8 +21,10 @@ from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 # which would otherwise hide ours.
 import custom_components.yomiage  # noqa: F401
 from custom_components.yomiage.const import CONF_PATH, CONF_SOURCE, DOMAIN, SOURCE_LOCAL
+from custom_components.yomiage.engine.hub.download import DEFAULT_REPO
 
-from .common import SPEAKERS, engine_of
+from ..fakehub import FakeHub, FakeRepo
+from .common import PRIVATE, SPEAKERS, TOKEN, engine_of
 from .satellite import Satellite, add_satellite
 
 
@@ -100,3 +104,20 @@ async def satellite(
 ) -> Satellite:
     """An Assist satellite whose pipeline speaks with the Yomiage entity (satellite.py)."""
     return await add_satellite(hass, hass_client, entity_id)
+
+
+@pytest.fixture
+def hub(
+    tiny_bundle: Path, monkeypatch: pytest.MonkeyPatch, socket_enabled: None
+) -> Iterator[FakeHub]:
+    repos = {
+        DEFAULT_REPO: FakeRepo.from_folder(tiny_bundle),
+        PRIVATE: FakeRepo.from_folder(tiny_bundle, token=TOKEN),
+    }
+    with FakeHub(repos) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)  # the downloader reads it at call time
+        monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        # Small reads, so that a cut connection leaves a partial file as with real 500 MB files.
+        monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 16 * 1024)
+        yield hub

@@ -6,7 +6,6 @@ The fake Hub serves the tiny bundle, so the flow downloads, checks and loads rea
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from homeassistant import config_entries
 from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
-from huggingface_hub import constants
 
 from custom_components.yomiage import const
 from custom_components.yomiage.const import (
@@ -32,10 +30,7 @@ from custom_components.yomiage.diagnostics import async_get_config_entry_diagnos
 from custom_components.yomiage.engine.hub.download import DEFAULT_REPO
 
 from ..fakehub import FakeHub, FakeRepo
-from .common import SPEAKERS, engine_of
-
-PRIVATE = "someone/private-voices"
-TOKEN = "hf_test_token"
+from .common import PRIVATE, SPEAKERS, TOKEN, engine_of
 
 
 @pytest.fixture
@@ -50,23 +45,6 @@ def models_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def speakers(tiny_bundle: Path) -> list[str]:
     return sorted(p.name for p in (tiny_bundle / SPEAKERS).iterdir() if p.is_dir())
-
-
-@pytest.fixture
-def hub(
-    tiny_bundle: Path, monkeypatch: pytest.MonkeyPatch, socket_enabled: None
-) -> Iterator[FakeHub]:
-    repos = {
-        DEFAULT_REPO: FakeRepo.from_folder(tiny_bundle),
-        PRIVATE: FakeRepo.from_folder(tiny_bundle, token=TOKEN),
-    }
-    with FakeHub(repos) as hub:
-        monkeypatch.setenv("HF_ENDPOINT", hub.url)  # the downloader reads it at call time
-        monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-        monkeypatch.delenv("HF_TOKEN", raising=False)
-        # Small reads, so that a cut connection leaves a partial file as with real 500 MB files.
-        monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 16 * 1024)
-        yield hub
 
 
 async def _menu(hass: HomeAssistant, choice: str) -> config_entries.ConfigFlowResult:

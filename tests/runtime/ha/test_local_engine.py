@@ -25,7 +25,7 @@ from packaging.requirements import Requirement
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.yomiage import local_engine
-from custom_components.yomiage.const import DOMAIN, SOURCE_LOCAL, SOURCE_WYOMING
+from custom_components.yomiage.const import DOMAIN, SOURCE_ADDON, SOURCE_LOCAL, SOURCE_WYOMING
 from custom_components.yomiage.local_engine import (
     NATIVE_MODULES,
     NATIVE_REQUIREMENTS,
@@ -163,14 +163,18 @@ async def _pick_local(hass: HomeAssistant) -> config_entries.ConfigFlowResult:
 async def test_on_musl_nothing_is_tried_and_the_server_is_offered(
     hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Home Assistant Container (musl, no Supervisor): the first screen says why and offers a
+    server only; the engine's sources, which could not run, are not offered."""
     block_native_modules(monkeypatch)
     installs = fake_installs(hass, monkeypatch)
     musl(monkeypatch)
     monkeypatch.setattr(sys, "platform", "linux")
 
-    result = await past_install(hass, await _pick_local(hass))
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_USER}
+    )
     assert (result["type"], result["step_id"]) == (FlowResultType.MENU, "engine_unsupported")
-    assert result["menu_options"] == [SOURCE_WYOMING]
+    assert result["menu_options"] == [SOURCE_WYOMING], "no Supervisor: no add-on to install"
     assert result["description_placeholders"] == {"detail": "musllinux_1_2_aarch64"}
     assert installs.attempted == [], "no wheel exists: pip would only fail (or build for ages)"
 
@@ -252,6 +256,6 @@ def test_every_reason_has_a_translated_step_and_exception() -> None:
         for key in ("engine_unsupported", "engine_install_failed", "engine_import_failed"):
             step = strings["config"]["step"][key]
             assert "{detail}" in step["description"], (name, key)
-            assert step["menu_options"].keys() == {SOURCE_WYOMING}, (name, key)
+            assert step["menu_options"].keys() == {SOURCE_ADDON, SOURCE_WYOMING}, (name, key)
             assert "{detail}" in strings["exceptions"][key]["message"], (name, key)
         assert strings["config"]["progress"]["install"], name

@@ -1,16 +1,18 @@
-"""Where the add-on's files are, its run script loaded as a module, a stand-in for the
-Supervisor's discovery API, and waiting for the add-on to start."""
+"""Where the add-on's files are, its run script loaded as a module or run as the add-on (for the
+Supervisor double), and waiting for the add-on to start."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
 import socket
+import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,38 +32,45 @@ def load_run_script() -> ModuleType:
     return module
 
 
-class FakeSupervisor:
-    """Records POSTs and answers like the Supervisor's discovery API."""
+@dataclass
+class RunScriptAddon:
+    """The add-on as a process of its run script (what the image runs), its /data a folder: the
+    Supervisor double's ``AddonRunner`` on either Home Assistant stack (no Docker there).
+    ``environment`` adds to what the Supervisor gives (the Hub's address, in tests)."""
 
-    def __init__(self, status: int = 200, reply: dict[str, Any] | None = None) -> None:
-        self.requests: list[tuple[str, dict[str, str], Any]] = []
-        answer = json.dumps(reply or {"result": "ok", "data": {"uuid": "5ab8"}}).encode()
-        requests = self.requests
+    data: Path
+    environment: dict[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=lambda: free_port())
+    _process: subprocess.Popen[bytes] | None = None
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                requests.append((self.path, dict(self.headers), json.loads(body)))
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(answer)
+    @property
+    def log(self) -> Path:
+        return self.data.parent / f"{self.data.name}.log"
 
-            def log_message(self, *args: Any) -> None:
-                pass
+    def start(self, options: dict[str, Any], environment: dict[str, str]) -> None:
+        self.stop()
+        self.data.mkdir(parents=True, exist_ok=True)
+        (self.data / "options.json").write_text(json.dumps(options))  # as the Supervisor does
+        env = {
+            **os.environ,
+            **self.environment,
+            **environment,
+            "YOMIAGE_ADDON_DATA": str(self.data),
+            "YOMIAGE_PORT": str(self.port),
+            "YOMIAGE_ANNOUNCE_HOST": "127.0.0.1",  # the add-on network's name for it
+        }
+        with self.log.open("ab") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, str(RUN_SCRIPT)], env=env, stdout=log, stderr=subprocess.STDOUT
+            )
 
-        self._http = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._http.server_port}"
-        self._thread = threading.Thread(target=self._http.serve_forever)
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+            self._process.wait(60)
 
-    def __enter__(self) -> FakeSupervisor:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._http.shutdown()
-        self._thread.join()
-        self._http.server_close()
+    def exit_code(self) -> int | None:
+        return None if self._process is None else self._process.poll()
 
 
 def free_port() -> int:

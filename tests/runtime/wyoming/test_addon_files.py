@@ -106,7 +106,7 @@ def _optional(spec: str | list[str]) -> bool:
 
 def test_config_has_the_required_keys_with_valid_types(config: dict[str, Any]) -> None:
     assert config["slug"] == "yomiage"
-    assert "wyoming" in config["discovery"]
+    assert config["discovery"] == ["yomiage"]  # Yomiage's flow only: one entry per server
     assert set(config["arch"]) == {"amd64", "aarch64"}  # onnxruntime has no 32-bit ARM wheels
     assert {entry["type"] for entry in config["map"]} >= {"share"}
 

@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,7 +20,8 @@ import yaml
 from yomiage.download_cli import add_subcommands
 from yomiage.wyoming_server import WyomingTtsServer, add_serve_command
 
-from .addon import ADDON, RUN_SCRIPT, FakeSupervisor, free_port, load_run_script, wait_for
+from ..supervisor_double import SupervisorDouble
+from .addon import ADDON, RUN_SCRIPT, free_port, load_run_script, wait_for
 from .client import address
 
 
@@ -94,22 +94,22 @@ def test_another_hub_repo_must_be_a_repo_id(run: ModuleType, tmp_path: Path, rep
         run.plan_voices(_options(run, voices="hub", hub_repo=repo), tmp_path)
 
 
-def test_a_local_folder_must_exist_under_share_or_media(
-    run: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(run, "_LOCAL_ROOTS", (tmp_path / "share",))
+def test_a_local_folder_must_exist_under_share_or_media(run: ModuleType, tmp_path: Path) -> None:
+    """The add-on sees only /share and /media (the test's stand-ins for them here)."""
+    roots = (tmp_path / "share", tmp_path / "media")
     (tmp_path / "share" / "voices").mkdir(parents=True)
-    plan = run.plan_voices(
-        _options(run, voices="local", local_folder=f"{tmp_path}/share/voices"), tmp_path
-    )
+    options = _options(run, voices="local", local_folder=f"{tmp_path}/share/voices")
+    plan = run.plan_voices(options, tmp_path, roots)
     assert (plan.bundle, plan.repo) == (tmp_path / "share" / "voices", None)
     for folder, words in [
         ("", "set local_folder"),
-        (str(tmp_path / "elsewhere"), "must be under /share or /media"),
+        (str(tmp_path / "elsewhere"), "must be under .*share or .*media"),
         (f"{tmp_path}/share/missing", "does not exist"),
     ]:
         with pytest.raises(run.AddonError, match=words):
-            run.plan_voices(_options(run, voices="local", local_folder=folder), tmp_path)
+            run.plan_voices(_options(run, voices="local", local_folder=folder), tmp_path, roots)
+    with pytest.raises(run.AddonError, match="must be under /share or /media"):
+        run.plan_voices(options, tmp_path)  # the add-on's own roots
 
 
 def test_commands_are_the_ones_the_cli_understands(run: ModuleType, tmp_path: Path) -> None:
@@ -192,27 +192,31 @@ def test_voices_already_downloaded_are_used_when_the_hub_is_out_of_reach(
 
 # -- the Supervisor --------------------------------------------------------------------------------
 @pytest.fixture
-def supervisor(socket_enabled: None) -> Iterator[FakeSupervisor]:
-    with FakeSupervisor() as fake:
-        yield fake
+def supervisor(socket_enabled: None) -> Iterator[SupervisorDouble]:
+    with SupervisorDouble(installed=True) as double:
+        yield double
 
 
-def test_announce_posts_the_wyoming_uri_to_the_supervisor(
-    run: ModuleType, supervisor: FakeSupervisor
+def test_announce_posts_the_yomiage_service_to_the_supervisor(
+    run: ModuleType, supervisor: SupervisorDouble
 ) -> None:
+    """Home Assistant hands a yomiage service to Yomiage's own flow (the Wyoming integration
+    would make a second entry without the per-request options)."""
     run.announce(supervisor.url, "token-1", "abcd1234-yomiage", 10200)
-    ((path, headers, body),) = supervisor.requests
-    assert path == "/discovery"
-    assert headers["Authorization"] == "Bearer token-1"
-    assert body == {"service": "wyoming", "config": {"uri": "tcp://abcd1234-yomiage:10200"}}
+    (call,) = supervisor.calls
+    assert (call.method, call.path, call.authorization) == ("POST", "/discovery", "Bearer token-1")
+    assert call.body == {
+        "service": "yomiage",
+        "config": {"host": "abcd1234-yomiage", "port": 10200},
+    }
 
 
-def test_a_refused_announcement_is_an_error(run: ModuleType, socket_enabled: None) -> None:
-    refusal = {"result": "error", "message": "no such service"}
-    with FakeSupervisor(400, refusal) as fake, pytest.raises(OSError, match="400"):
-        run.announce(fake.url, "token-1", "host", 10200)
-    with FakeSupervisor(200, refusal) as fake, pytest.raises(run.AddonError, match="refused"):
-        run.announce(fake.url, "token-1", "host", 10200)
+def test_a_refused_announcement_is_an_error(
+    run: ModuleType, supervisor: SupervisorDouble, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(supervisor.config, "discovery", ["wyoming"])  # yomiage not listed
+    with pytest.raises(OSError, match="400"):
+        run.announce(supervisor.url, "token-1", "host", 10200)
 
 
 # -- health and the whole add-on -------------------------------------------------------------------
@@ -225,46 +229,89 @@ async def test_healthcheck_asks_the_server_to_describe_itself(
     assert not await asyncio.to_thread(run.answers_describe, port)
 
 
-def test_the_add_on_serves_a_local_bundle_and_announces_itself(
-    run: ModuleType, tiny_bundle: Path, tmp_path: Path, supervisor: FakeSupervisor
+def test_without_a_supervisor_the_arguments_are_the_options(
+    run: ModuleType, tiny_bundle: Path, tmp_path: Path
 ) -> None:
-    """run.py as the container starts it: options file → server process → discovery → health."""
-    (tmp_path / "options.json").write_text(
-        json.dumps(
-            {**_defaults(), "voices": "local", "local_folder": str(tiny_bundle), "threads": 1}
-        )
-    )
+    """Container: no options file, the voices and options as arguments (or YOMIAGE_*
+    variables), any folder; the server answers, the health check says so, nothing is
+    announced to a Supervisor, SIGTERM stops it cleanly."""
     port = free_port()
     environment = {
         **os.environ,
         "YOMIAGE_ADDON_DATA": str(tmp_path),
         "YOMIAGE_PORT": str(port),
-        "YOMIAGE_SUPERVISOR_URL": supervisor.url,
-        "SUPERVISOR_TOKEN": "token-2",
+        "YOMIAGE_THREADS": "1",
     }
-    # The fixture bundle lives outside /share: allow its folder as the only local root.
-    starter = (
-        "import importlib.util, pathlib, sys;"
-        "spec = importlib.util.spec_from_file_location('run', sys.argv[1]);"
-        "run = importlib.util.module_from_spec(spec); sys.modules['run'] = run;"
-        "spec.loader.exec_module(run);"
-        "run._LOCAL_ROOTS = (pathlib.Path(sys.argv[2]),);"
-        "sys.exit(run.main(['run.py']))"
-    )
+    arguments = ["--voices", "local", "--local-folder", str(tiny_bundle)]
     addon = subprocess.Popen(
-        [sys.executable, "-c", starter, str(RUN_SCRIPT), str(tiny_bundle.parent)], env=environment
+        [sys.executable, str(RUN_SCRIPT), *arguments],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
-        wait_for(lambda: bool(supervisor.requests) or addon.poll() is not None, 120)
-        assert addon.poll() is None, "the add-on stopped"
-        ((_, headers, body),) = supervisor.requests
-        assert body["config"]["uri"] == f"tcp://{socket.gethostname()}:{port}"
-        assert headers["Authorization"] == "Bearer token-2"
+        wait_for(lambda: run.answers_describe(port) or addon.poll() is not None, 120)
+        assert addon.poll() is None, "the server stopped"
         health = subprocess.run(
             [sys.executable, str(RUN_SCRIPT), "healthcheck"], env=environment, check=False
         )
         assert health.returncode == 0
     finally:
         addon.send_signal(signal.SIGTERM)
-        assert addon.wait(60) == 0  # the server stopped cleanly on the forwarded signal
+        output = addon.communicate(timeout=60)[0].decode()
+    assert addon.returncode == 0, output  # the server stopped cleanly on the forwarded signal
+    assert "--threads 1" in " ".join(
+        run.serve_command(
+            run.plan_voices(run.options_from_arguments(arguments, environment), tmp_path, None),
+            run.options_from_arguments(arguments, environment),
+            port,
+        )
+    )
     assert not run.answers_describe(port)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "environment", "problem"),
+    [
+        (["--voices", "cloud"], {}, "invalid choice"),
+        ([], {"YOMIAGE_VOLUME": "loud"}, "invalid float value"),
+        (["--volume", "30"], {}, "volume must be a number of dB from -20 to 10"),
+        (["--voices", "local"], {}, "set local_folder to a bundle folder"),
+    ],
+)
+def test_bad_container_options_are_refused_in_one_line(
+    run: ModuleType,
+    tmp_path: Path,
+    arguments: list[str],
+    environment: dict[str, str],
+    problem: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    env = {**os.environ, "YOMIAGE_ADDON_DATA": str(tmp_path), **environment}
+    done = subprocess.run(
+        [sys.executable, str(RUN_SCRIPT), *arguments],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert problem in done.stderr, done.stderr
+
+
+def test_container_options_come_from_the_environment_where_no_argument_sets_them(
+    run: ModuleType,
+) -> None:
+    environment = {
+        "YOMIAGE_VOICES": "hub",
+        "YOMIAGE_HUB_REPO": "someone/voices",
+        "YOMIAGE_SPEAKERS": "a, b",
+        "YOMIAGE_SMOOTH_START": "0",
+        "YOMIAGE_ZEROCONF": "1",
+    }
+    options = run.options_from_arguments(["--speaker", "c"], environment)
+    assert (options.voices, options.hub_repo, options.speakers) == ("hub", "someone/voices", ("c",))
+    assert (options.smooth_start, options.zeroconf, options.normalize) == (False, True, True)
+    assert run.options_from_arguments([], environment).speakers == ("a", "b")
+    assert "--zeroconf" in run.serve_command(run.plan_voices(options, Path("/data")), options, 1)

@@ -1,7 +1,8 @@
 """Yomiage: Japanese text to speech (Style-Bert-VITS2 JP-Extra voices).
 
 An entry speaks through one backend: the engine on this machine (a voice bundle), or a Yomiage
-Wyoming server where the engine cannot run here (Home Assistant OS).
+Wyoming server where the engine cannot run here (Home Assistant OS: the add-on; Container), whose
+answers a ServerWatch follows.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from .local_setup import (
     remove_prepared_graphs,
 )
 from .remote import WyomingBackend
+from .server_watch import ServerWatch, outdated_issue_id
 from .services import async_register_services
 
 __all__ = ["Timing", "YomiageConfigEntry", "YomiageData", "bundle_issue_id"]
@@ -49,6 +51,7 @@ class YomiageData:
     """What a loaded entry holds: who speaks, and what it recently did."""
 
     backend: SpeechBackend
+    watch: ServerWatch | None = None  # a server entry's: is the server answering
     timings: deque[Timing] = field(default_factory=lambda: deque(maxlen=RECENT_TIMINGS))
 
 
@@ -71,11 +74,13 @@ async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:
 async def async_setup_entry(hass: HomeAssistant, entry: YomiageConfigEntry) -> bool:
     """Ready the backend (engine loaded or server answering), then add the tts entity."""
     backend: SpeechBackend
+    watch = None
     if is_remote(entry):
         backend = await _async_connect_server(entry)
+        watch = ServerWatch(hass, entry, backend)
     else:
         backend = await async_load_local_backend(hass, entry)
-    entry.runtime_data = YomiageData(backend=backend)
+    entry.runtime_data = YomiageData(backend=backend, watch=watch)
     entry.async_on_unload(entry.add_update_listener(_async_reload_on_options_change))
     try:
         await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
@@ -102,6 +107,7 @@ async def async_remove_entry(hass: HomeAssistant, entry: YomiageConfigEntry) -> 
     """
     ir.async_delete_issue(hass, DOMAIN, bundle_issue_id(entry))
     if is_remote(entry):
+        ir.async_delete_issue(hass, DOMAIN, outdated_issue_id(entry))
         return
     from .hub import remove_download
 

@@ -60,6 +60,7 @@ class YomiageTTSEntity(TextToSpeechEntity):
 
     def __init__(self, entry: YomiageConfigEntry) -> None:
         self._data = entry.runtime_data
+        self._watch = entry.runtime_data.watch
         backend = entry.runtime_data.backend
         self._voices = [Voice(value, label) for value, label in voice_choices(backend.voices)]
         self._attr_unique_id = entry.entry_id
@@ -76,6 +77,16 @@ class YomiageTTSEntity(TextToSpeechEntity):
         )
         defaults[CONF_VOICE] = self._offered_voice(defaults[CONF_VOICE], entry.title)
         self._synthesis_defaults = defaults
+
+    @property
+    def available(self) -> bool:
+        """A server entry's entity while its server answers (the add-on restarting: not)."""
+        return self._watch is None or self._watch.last_update_success
+
+    async def async_added_to_hass(self) -> None:
+        await super().async_added_to_hass()
+        if self._watch is not None:
+            self.async_on_remove(self._watch.async_add_listener(self.async_write_ha_state))
 
     @property
     def default_options(self) -> Mapping[str, Any]:

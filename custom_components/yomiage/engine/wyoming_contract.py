@@ -15,6 +15,9 @@ start where the server's box is slower than real time), as Home Assistant sends 
 from __future__ import annotations
 
 PROGRAM = "yomiage"  # the tts program a Yomiage server describes itself as
+# The oldest server (its program's version: the yomiage package's) whose events this client's
+# are; raise it with a change to the events above. An older one gets a repair issue.
+MINIMUM_SERVER_VERSION = "0.1.0"
 # How a Yomiage server announces itself on the network (zeroconf): a Wyoming service, as
 # wyoming-piper's, with a TXT property that Home Assistant's own wyoming integration ignores and
 # Yomiage's config flow matches (its value: the protocol's version below).

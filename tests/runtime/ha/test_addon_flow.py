@@ -5,8 +5,10 @@ serves them and announces itself. The user answers the flow's questions and hear
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +17,18 @@ from homeassistant import config_entries
 from homeassistant.components import tts
 from homeassistant.components.hassio.const import DATA_COMPONENT
 from homeassistant.components.hassio.handler import HassIO
+from homeassistant.config_entries import ConfigEntryState
+from homeassistant.const import STATE_UNAVAILABLE
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
+from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.service_info.hassio import HassioServiceInfo
 from homeassistant.setup import async_setup_component
+from homeassistant.util import dt as dt_util
+from pytest_homeassistant_custom_component.common import MockConfigEntry, async_fire_time_changed
+from wyoming.event import async_read_event, async_write_event
+from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 
 from custom_components.yomiage import supervisor as yomiage_supervisor
 from custom_components.yomiage.const import (
@@ -34,6 +43,8 @@ from custom_components.yomiage.const import (
     SOURCE_OFFICIAL,
     SOURCE_WYOMING,
 )
+from custom_components.yomiage.engine.wyoming_contract import MINIMUM_SERVER_VERSION
+from custom_components.yomiage.server_watch import POLL_INTERVAL, outdated_issue_id
 from custom_components.yomiage.supervisor import ADDON_SLUG
 
 from ..fakehub import FakeHub
@@ -339,3 +350,107 @@ async def test_the_add_ons_announcement_ends_in_a_yomiage_entry_once(
         assert (again["type"], again["reason"]) == (FlowResultType.ABORT, "already_configured")
         assert len(hass.config_entries.async_entries(DOMAIN)) == 1
         assert await hass.config_entries.async_unload(result["result"].entry_id)
+
+
+# -- the entry and its server over time ----------------------------------------------------------
+async def _poll(hass: HomeAssistant) -> None:
+    """The half minute after which a server entry asks its server again (in the background)."""
+    async_fire_time_changed(hass, dt_util.utcnow() + POLL_INTERVAL + timedelta(seconds=1))
+    await hass.async_block_till_done(wait_background_tasks=True)
+
+
+async def test_the_entry_survives_the_add_ons_restart_without_a_reload(
+    hass: HomeAssistant, home_assistant_os: None, addon: RunScriptAddon, tiny_bundle: Path
+) -> None:
+    """Unavailable while the add-on is down (stopped for an update), speaking again after."""
+    with SupervisorDouble(addon, installed=True) as double:
+        _supervisor_at(hass, double)
+        double.options.update(voices="official", speakers=[_speakers(tiny_bundle)[0]])
+        result = await hass.config_entries.flow.async_init(
+            DOMAIN, context={"source": config_entries.SOURCE_USER}
+        )
+        result = await _choose(hass, result, {"next_step_id": SOURCE_ADDON})
+        result = await _past_progress(hass, result, "addon_start")
+        entry = result["result"]
+        await hass.async_block_till_done()
+        (entity_id,) = hass.states.async_entity_ids("tts")
+
+        assert double.answer("POST", f"/addons/{ADDON_SLUG}/stop", {})[0] == 200
+        await _poll(hass)
+        assert hass.states.get(entity_id).state == STATE_UNAVAILABLE  # type: ignore[union-attr]
+
+        assert double.answer("POST", f"/addons/{ADDON_SLUG}/start", {})[0] == 200
+        wait_for(lambda: bool(double.discovery) or double.state != "started", ANNOUNCED_S)
+        await _poll(hass)
+        assert hass.states.get(entity_id).state != STATE_UNAVAILABLE  # type: ignore[union-attr]
+        assert entry.state is ConfigEntryState.LOADED
+        assert await _speak(hass, "おかえりなさい。")
+        assert await hass.config_entries.async_unload(entry.entry_id)
+
+
+class _OldServer:
+    """A Wyoming server that only describes itself, as a Yomiage server of ``version``."""
+
+    def __init__(self) -> None:
+        self.version = "0.0.9"
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> int:
+        self._server = await asyncio.start_server(self._answer, "127.0.0.1", 0)
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if await async_read_event(reader) is not None:
+            voice = TtsVoice(
+                name="tiny-a/Neutral",
+                description="tiny",
+                attribution=Attribution(name="", url=""),
+                installed=True,
+                version=None,
+                languages=["ja"],
+            )
+            program = TtsProgram(
+                name="yomiage",
+                description="Yomiage",
+                attribution=Attribution(name="", url=""),
+                installed=True,
+                version=self.version,
+                voices=[voice],
+            )
+            await async_write_event(Info(tts=[program]).event(), writer)
+        writer.close()
+
+
+async def test_a_server_older_than_the_integration_raises_a_repair_issue_until_updated(
+    hass: HomeAssistant, socket_enabled: None
+) -> None:
+    server = _OldServer()
+    async with server as port:
+        entry = MockConfigEntry(
+            domain=DOMAIN,
+            title="Yomiage add-on",
+            unique_id=ADDON_SLUG,
+            data={CONF_SOURCE: SOURCE_WYOMING, CONF_HOST: "127.0.0.1", CONF_PORT: port}
+            | {CONF_ADDON: ADDON_SLUG},
+        )
+        entry.add_to_hass(hass)
+        assert await hass.config_entries.async_setup(entry.entry_id)
+        await hass.async_block_till_done()
+        issue = ir.async_get(hass).async_get_issue(DOMAIN, outdated_issue_id(entry))
+        assert issue is not None and issue.translation_key == "addon_outdated"
+        assert issue.translation_placeholders == {
+            "title": "Yomiage add-on",
+            "version": "0.0.9",
+            "required": MINIMUM_SERVER_VERSION,
+        }
+
+        server.version = MINIMUM_SERVER_VERSION  # the add-on updated
+        await _poll(hass)
+        assert ir.async_get(hass).async_get_issue(DOMAIN, outdated_issue_id(entry)) is None
+        assert await hass.config_entries.async_unload(entry.entry_id)

@@ -1,13 +1,15 @@
 """The add-on's files against what the Supervisor documents and checks when it reads a repository.
 
-Building the image needs Docker (not on these machines); everything the Supervisor validates
-before building is checked here: config.yaml's required keys and their types, the option schema
-and its defaults, translations, build.yaml, repository.yaml and the Dockerfile's inputs.
+Building the image is tests/addon_image's (Docker); everything the Supervisor validates before
+it builds or pulls is checked here: config.yaml's required keys and their types, the option schema
+and its defaults, translations, build.yaml, repository.yaml and the Dockerfile's inputs, and what
+the image workflow (.github/workflows/addon.yaml, scripts/addon-image) publishes for each arch.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,9 @@ OPTION_TYPE = re.compile(
 )
 # "image" of build_from: registry/namespace/name:tag (the Supervisor's own pattern)
 BUILD_IMAGE = r"^([a-zA-Z\-\.:\d{}]+/)*?([\-\w{}]+)/([\-\w{}]+)(:[\.\-\w{}]+)?$"
+# config.yaml's "image": the same without a tag (the Supervisor pulls it tagged with the version)
+PULL_IMAGE = r"^([a-zA-Z\-\.:\d{}]+/)*?([\-\w{}]+)/([\-\w{}]+)$"
+WORKFLOW = REPO_ROOT / ".github" / "workflows" / "addon.yaml"
 
 CONFIG_SCHEMA = vol.Schema(
     {
@@ -40,6 +45,7 @@ CONFIG_SCHEMA = vol.Schema(
         vol.Required("description"): str,
         vol.Required("arch"): [vol.In(ARCHES)],
         vol.Optional("url"): vol.Url(),
+        vol.Optional("image"): vol.Match(PULL_IMAGE),
         vol.Optional("init"): bool,
         vol.Optional("startup"): vol.In(STARTUP),
         vol.Optional("boot"): vol.In(["auto", "manual", "manual_only"]),
@@ -173,3 +179,51 @@ def test_dockerfile_builds_from_this_folder_and_runs_the_run_script() -> None:
     assert "requirements/runtime.txt" in dockerfile  # pins wyoming and the engine's wheels
     assert re.search(r'^CMD \["python3", "/run.py"\]$', dockerfile, re.M)
     assert re.search(r'CMD \["python3", "/run.py", "healthcheck"\]', dockerfile)
+
+
+def _addon_image(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(REPO_ROOT / "scripts" / "addon-image"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_every_arch_pulls_the_image_the_workflow_builds_from_its_base(
+    config: dict[str, Any],
+) -> None:
+    """With image: the Supervisor pulls image.format(arch=...):version instead of building;
+    scripts/addon-image tells the workflow that name, the version and build.yaml's base."""
+    image, version = config["image"], config["version"]
+    assert "{arch}" in image and image == image.lower(), image  # registries take lower case
+    build = _yaml(ADDON / "build.yaml")
+    for arch in config["arch"]:
+        done = _addon_image(arch, f"v{version}")
+        assert done.returncode == 0, done.stderr
+        outputs = dict(line.split("=", 1) for line in done.stdout.splitlines())
+        assert outputs["image"] == image.format(arch=arch)  # the Supervisor's substitution
+        assert outputs["version"] == version
+        assert outputs["build_from"] == build["build_from"][arch]
+        for key in ("name", "description", "url"):
+            assert outputs[key] == config[key], key
+
+
+def test_a_tag_that_is_not_the_version_publishes_nothing(config: dict[str, Any]) -> None:
+    done = _addon_image(config["arch"][0], f"v{config['version']}.1")
+    assert done.returncode != 0 and "is not v" in done.stderr
+    assert _addon_image("armv7").returncode != 0  # not an arch of config.yaml
+
+
+def test_image_workflow_builds_every_arch_with_the_dockerfiles_arguments(
+    config: dict[str, Any],
+) -> None:
+    workflow = _yaml(WORKFLOW)
+    job = workflow["jobs"]["image"]
+    assert set(job["strategy"]["matrix"]["arch"]) == set(config["arch"])
+    build = next(step for step in job["steps"] if "build-push-action" in step.get("uses", ""))
+    given = {line.split("=", 1)[0] for line in build["with"]["build-args"].splitlines()}
+    dockerfile = (ADDON / "Dockerfile").read_text(encoding="utf-8")
+    declared = set(re.findall(r"^ARG (\w+)", dockerfile, re.M))
+    assert {"BUILD_FROM", "BUILD_VERSION", "YOMIAGE_SOURCE"} <= given & declared
+    assert build["with"]["context"] == "addon"

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# Imported before the `hass` fixture runs: the plugin mounts its own `custom_components` package,
+# which would otherwise hide ours.
+import custom_components.yomiage  # noqa: F401
 from tests.runtime.wyoming.addon import ADDON, REPO_ROOT
 
 BASE_IMAGE = "yomiage-addon-base:trixie"  # scripts/setup
@@ -47,6 +50,11 @@ def _checkout_archive(archive: Path) -> None:
 @pytest.fixture(autouse=True)
 def _loopback_sockets(socket_enabled: None) -> None:
     """The Home Assistant plugin blocks sockets; Home Assistant reaches the container here."""
+
+
+@pytest.fixture(autouse=True)
+def _custom_integrations(enable_custom_integrations: None) -> None:
+    """Let Home Assistant load custom_components/yomiage (the flow that sets the image up)."""
 
 
 @pytest.fixture(scope="session")

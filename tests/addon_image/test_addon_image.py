@@ -1,139 +1,383 @@
-"""The add-on as Home Assistant OS runs it: the image built from this checkout (conftest.py),
-started as the Supervisor starts it (Docker's init, /data mapped with the options, a voice
-folder under /share, a discovery API to announce to), heard through Home Assistant's own
-Wyoming integration, stopped with SIGTERM."""
+"""The add-on's image, built from this checkout (conftest.py), run as its users run it.
+
+- Home Assistant OS: the Supervisor double installs and starts it as the Supervisor does
+  (Docker's init, /data with the options file, the host's network standing in for the add-on
+  network), and Yomiage's flow goes from "integration installed" to speech; the Supervisor's
+  SIGTERM stops it cleanly.
+- Home Assistant Container: the README's ``docker run`` command, as written but for this run's
+  names; Home Assistant adds the server by address and speaks. The compose file's server is
+  found by zeroconf on the host network.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
+import shlex
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
+import pytest_socket
 import yaml
+from homeassistant import config_entries
 from homeassistant.core import HomeAssistant
-from yomiage_engine import Engine, SynthesisOptions
+from homeassistant.data_entry_flow import FlowResultType
+from homeassistant.helpers.service_info.zeroconf import ZeroconfServiceInfo
+from homeassistant.setup import async_setup_component
 
+from custom_components.yomiage.const import CONF_HOST, CONF_PORT, DOMAIN, SOURCE_WYOMING
+from custom_components.yomiage.engine.hub.download import DEFAULT_REPO
+from custom_components.yomiage.engine.wyoming_contract import ZEROCONF_MARK, ZEROCONF_TYPE
+from custom_components.yomiage.supervisor import ADDON_SLUG
+from tests.runtime.fakehub import FakeHub, FakeRepo
+from tests.runtime.ha.home_assistant_os import (
+    as_home_assistant_os,
+    install_and_start,
+    speak,
+    supervisor_at,
+    to_speakers,
+)
+from tests.runtime.supervisor_double import SupervisorDouble
 from tests.runtime.wav import read_wav
-from tests.runtime.wyoming.addon import ADDON, FakeSupervisor, free_port, wait_for
-from tests.runtime.wyoming.home_assistant import add_from_discovery, tts_audio, tts_entity
+from tests.runtime.wyoming.addon import ADDON, REPO_ROOT, free_port, wait_for
 
 from .conftest import RUN_NAME, TINY_BUNDLE, docker
 
 MESSAGE = "リビングの照明をつけました。ほかに何かお手伝いできることはありますか？"
-STARTUP_S = 120  # graphs prepared for this CPU at the first start, then the server's load
+STARTUP_S = 180  # voices fetched, graphs prepared for this CPU at the first start, then served
+# The README's example speaker: the fake Hub serves the tiny bundle's first speaker under its name.
+README_SPEAKER = "jvnv-F1-jp"
 
 
 @dataclass
-class Container:
-    name: str
-    port: int
-    data: Path  # the add-on's /data
+class DockerAddon:
+    """The image as the Supervisor runs an add-on: the double's ``AddonRunner``."""
 
-    def logs(self) -> str:
-        done = subprocess.run(
-            ["docker", "logs", self.name], check=False, capture_output=True, text=True
+    image: str
+    data: Path  # the add-on's /data
+    name: str
+    environment: dict[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    created: bool = False
+
+    def start(self, options: dict[str, Any], environment: dict[str, str]) -> None:
+        self.remove()
+        self.data.mkdir(parents=True, exist_ok=True)
+        (self.data / "options.json").write_text(json.dumps(options))
+        env = {
+            **self.environment,
+            **environment,
+            "YOMIAGE_PORT": str(self.port),
+            "YOMIAGE_ANNOUNCE_HOST": "127.0.0.1",  # the add-on network's name for it
+        }
+        docker(
+            "run",
+            "--detach",
+            "--init",  # config.yaml's init: true
+            "--network=host",
+            f"--name={self.name}",
+            *(f"--env={key}={value}" for key, value in env.items()),
+            f"--volume={self.data}:/data",
+            self.image,
         )
-        return done.stdout + done.stderr
+        self.created = True
+
+    def stop(self) -> None:
+        if self.created and self.state()["Running"]:
+            docker("stop", "--time=30", self.name, timeout_s=60)
+
+    def exit_code(self) -> int | None:
+        state = self.state()
+        return None if state["Running"] else int(state["ExitCode"])
 
     def state(self) -> dict[str, Any]:
         state: dict[str, Any] = json.loads(docker("inspect", "--format={{json .State}}", self.name))
         return state
 
+    def logs(self) -> str:
+        return _logs(self.name)
+
+    def remove(self) -> None:
+        subprocess.run(["docker", "rm", "--force", self.name], check=False, capture_output=True)
+        self.created = False
+
+
+def _official_voices() -> FakeRepo:
+    """The tiny bundle as the official repository, its first speaker named as the README's."""
+    repo = FakeRepo.from_folder(TINY_BUNDLE)
+    first = sorted(
+        {path.split("/")[2] for path in repo.files if path.startswith("onnx/speakers/")}
+    )[0]
+    prefix = f"onnx/speakers/{first}/"
+    return FakeRepo(
+        {
+            path.replace(prefix, f"onnx/speakers/{README_SPEAKER}/"): data
+            for path, data in repo.files.items()
+        }
+    )
+
 
 @pytest.fixture
-def supervisor() -> Iterator[FakeSupervisor]:
-    with FakeSupervisor() as fake:
-        yield fake
+def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    """Reachable from the host network and from Docker's bridge."""
+    with FakeHub({DEFAULT_REPO: _official_voices()}, host="0.0.0.0") as hub:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{hub.port}")
+        monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+        yield hub
 
 
 @pytest.fixture
-def container(image: str, tmp_path: Path, supervisor: FakeSupervisor) -> Iterator[Container]:
-    """The add-on with its default options but a local voice folder, once it has announced
-    itself. The host's network stands in for the add-on network: the container's name for
-    itself is this machine's, and Home Assistant reaches it on 127.0.0.1."""
-    defaults = yaml.safe_load((ADDON / "config.yaml").read_text())["options"]
-    options = {**defaults, "voices": "local", "local_folder": "/share/yomiage"}
-    (tmp_path / "options.json").write_text(json.dumps(options))
-    started = Container(f"{RUN_NAME}-{tmp_path.name}", free_port(), tmp_path)
+def addon(image: str, tmp_path: Path, hub: FakeHub) -> Iterator[DockerAddon]:
+    started = DockerAddon(
+        image,
+        tmp_path / "addon-data",
+        f"{RUN_NAME}-{tmp_path.name}",
+        {"HF_ENDPOINT": f"http://127.0.0.1:{hub.port}", "HF_HUB_DISABLE_TELEMETRY": "1"},
+    )
+    yield started
+    started.remove()
+
+
+@pytest.fixture
+async def home_assistant(hass: HomeAssistant) -> HomeAssistant:
+    assert await async_setup_component(hass, "http", {})
+    return hass
+
+
+async def test_home_assistant_os_from_the_flow_to_speech_then_a_clean_stop(
+    home_assistant: HomeAssistant,
+    addon: DockerAddon,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hass = home_assistant
+    as_home_assistant_os(hass, monkeypatch, tmp_path / "config")
+    with SupervisorDouble(addon) as double:
+        supervisor_at(hass, double)
+        result = await install_and_start(hass, await to_speakers(hass), README_SPEAKER)
+        assert result["type"] is FlowResultType.CREATE_ENTRY, (result, addon.logs())
+        assert result["data"][CONF_PORT] == addon.port
+        await hass.async_block_till_done()
+
+        audio = read_wav(await speak(hass, MESSAGE))
+        assert (audio.sample_rate, audio.sample_width, audio.channels) == (44100, 2, 1)
+        assert len(audio.pcm) > 2 * 44100  # more than a second of speech
+        docker("exec", addon.name, "python3", "/run.py", "healthcheck")
+        assert any((addon.data / "prepared-graphs").rglob("graph.onnx"))  # outside backups
+        assert await hass.config_entries.async_unload(result["result"].entry_id)
+
+        # The Supervisor stops an add-on with SIGTERM, which Docker's init forwards: the server
+        # finishes and exits 0 on its own (one Docker had to kill after 30 s would exit 137).
+        assert double.answer("POST", f"/addons/{ADDON_SLUG}/stop", {})[0] == 200
+        state = addon.state()
+        assert (state["Running"], state["ExitCode"], state["OOMKilled"]) == (False, 0, False)
+        assert "stopping" in addon.logs()
+
+
+# -- Home Assistant Container ----------------------------------------------------------------------
+def _readme_docker_run() -> list[str]:
+    """The ``docker run`` command of the README's Container section, as words."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme.split("### Home Assistant Container", 1)[1]
+    block = re.search(r"```sh\n(docker run .*?)```", section, re.DOTALL)
+    assert block is not None, "the Container section shows its docker run command"
+    return shlex.split(block.group(1).replace("\\\n", " "))
+
+
+def _this_runs_names(
+    words: list[str], image: str, name: str, port: int, data: Path, hub: FakeHub
+) -> list[str]:
+    """The README's command with this run's container name, host port, data folder and image,
+    and the fake Hub's address on this host (the one thing the real command does not need)."""
+    replaced: list[str] = []
+    for word in words:
+        if word == "yomiage" and replaced[-1:] == ["--name"]:
+            replaced.append(name)
+        elif word == "10200:10200":
+            replaced.append(f"{port}:10200")
+        elif word.endswith(":/data"):
+            replaced.append(f"{data}:/data")
+        elif word.startswith("ghcr.io/yomiage/"):
+            replaced += [
+                "--add-host=host.docker.internal:host-gateway",
+                f"--env=HF_ENDPOINT=http://host.docker.internal:{hub.port}",
+                image,
+            ]
+        else:
+            replaced.append(word)
+    return replaced
+
+
+def _logs(name: str) -> str:
+    done = subprocess.run(["docker", "logs", name], check=False, capture_output=True, text=True)
+    return done.stdout + done.stderr
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as connection:
+            connection.sendall(b'{"type": "describe"}\n')
+            return b'"info"' in connection.makefile("rb").readline()
+    except OSError:
+        return False
+
+
+async def test_the_readme_container_command_serves_home_assistant(
+    home_assistant: HomeAssistant, image: str, hub: FakeHub, tmp_path: Path
+) -> None:
+    hass = home_assistant
+    config = tmp_path / "config"
+    config.mkdir()
+    hass.config.config_dir = str(config)
+    words = _readme_docker_run()
+    assert words[:2] == ["docker", "run"] and "--voices" in words
+    port, name = free_port(), f"{RUN_NAME}-container"
+    command = _this_runs_names(words, image, name, port, tmp_path / "data", hub)
+    assert len(command) == len(words) + 2, "only names changed, the Hub's address added"
+    subprocess.run(command, check=True, capture_output=True, timeout=60)
+    try:
+        await asyncio.to_thread(wait_for, lambda: _answers(port), STARTUP_S)
+        assert _answers(port), _logs(name)
+
+        result = await hass.config_entries.flow.async_init(
+            DOMAIN, context={"source": config_entries.SOURCE_USER}
+        )
+        result = await hass.config_entries.flow.async_configure(
+            result["flow_id"], {"next_step_id": SOURCE_WYOMING}
+        )
+        result = await hass.config_entries.flow.async_configure(
+            result["flow_id"], {CONF_HOST: "127.0.0.1", CONF_PORT: port}
+        )
+        assert result["type"] is FlowResultType.CREATE_ENTRY, result
+        await hass.async_block_till_done()
+        audio = read_wav(await speak(hass, MESSAGE))
+        assert len(audio.pcm) > 2 * 44100
+        assert await hass.config_entries.async_unload(result["result"].entry_id)
+        # The voices stay in the data volume for the next start.
+        assert (tmp_path / "data" / "voices" / "lemondouble--hayakoe").is_dir()
+    finally:
+        subprocess.run(["docker", "rm", "--force", name], check=False, capture_output=True)
+
+
+def test_the_compose_file_runs_the_readme_command_beside_home_assistant() -> None:
+    """The compose file's server is the README's command on the host network, announced by
+    zeroconf (Home Assistant's own service there too, as its documentation has it)."""
+    compose = yaml.safe_load((ADDON / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert services["homeassistant"]["network_mode"] == "host"
+    server = services["yomiage"]
+    words = _readme_docker_run()
+    image = next(word for word in words if word.startswith("ghcr.io/yomiage/"))
+    assert server["image"] == image
+    arguments = words[words.index(image) + 1 :]
+    assert server["command"] == [*arguments, "--zeroconf"]
+    assert server["network_mode"] == "host" and server["restart"] == "unless-stopped"
+    assert [volume.split(":")[1] for volume in server["volumes"]] == ["/data"]
+
+
+async def test_the_compose_files_server_is_found_by_zeroconf(
+    home_assistant: HomeAssistant, image: str, hub: FakeHub, tmp_path: Path
+) -> None:
+    """Started as the compose file starts it (host network, its command), the server announces
+    itself; what a zeroconf browser finds is what Home Assistant hands Yomiage's flow."""
+    hass = home_assistant
+    config = tmp_path / "config"
+    config.mkdir()
+    hass.config.config_dir = str(config)
+    server = yaml.safe_load((ADDON / "docker-compose.yml").read_text())["services"]["yomiage"]
+    port, name = free_port(), f"{RUN_NAME}-compose"
     docker(
         "run",
         "--detach",
-        "--init",  # config.yaml's init: true
         "--network=host",
-        f"--name={started.name}",
-        f"--env=YOMIAGE_PORT={started.port}",
-        f"--env=YOMIAGE_SUPERVISOR_URL={supervisor.url}",
-        "--env=SUPERVISOR_TOKEN=token-3",
-        f"--volume={tmp_path}:/data",
-        f"--volume={TINY_BUNDLE}:/share/yomiage:ro",
+        f"--name={name}",
+        f"--env=YOMIAGE_PORT={port}",
+        f"--env=HF_ENDPOINT=http://127.0.0.1:{hub.port}",
+        f"--volume={tmp_path / 'data'}:/data",
         image,
+        *server["command"],
     )
     try:
-        wait_for(lambda: bool(supervisor.requests) or not started.state()["Running"], STARTUP_S)
-        assert supervisor.requests, f"the add-on never announced itself:\n{started.logs()}"
-        yield started
+        await asyncio.to_thread(wait_for, lambda: _answers(port), STARTUP_S)
+        found = await _browse(port)
+        assert found is not None, _logs(name)
+        # Home Assistant connects to the address announced: this host's own, beside loopback.
+        pytest_socket.socket_allow_hosts(["127.0.0.1", str(found.ip_address)])
+        result = await hass.config_entries.flow.async_init(
+            DOMAIN, context={"source": config_entries.SOURCE_ZEROCONF}, data=found
+        )
+        assert (result["type"], result["step_id"]) == (FlowResultType.FORM, "zeroconf_confirm")
+        result = await hass.config_entries.flow.async_configure(result["flow_id"], {})
+        assert result["type"] is FlowResultType.CREATE_ENTRY
+        await hass.async_block_till_done()
+        assert len(read_wav(await speak(hass, "こんにちは。")).pcm) > 0
+        assert await hass.config_entries.async_unload(result["result"].entry_id)
     finally:
-        subprocess.run(["docker", "rm", "--force", started.name], check=False, capture_output=True)
+        subprocess.run(["docker", "rm", "--force", name], check=False, capture_output=True)
 
 
-@pytest.fixture
-def quiet_engine() -> Iterator[Engine]:
-    engine = Engine(TINY_BUNDLE, device="cpu", threads=1)
-    yield engine
-    engine.close()
+# What a zeroconf browser on this host finds: run apart from the test, whose sockets the Home
+# Assistant plugin limits to 127.0.0.1 (mDNS answers come from the host's own address).
+_BROWSER = """
+import asyncio, json, sys
+from zeroconf import InterfaceChoice, IPVersion, ServiceStateChange
+from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
+
+async def main(service_type, port):
+    names = asyncio.Queue()
+    def changed(zeroconf, service_type, name, state_change):
+        if state_change is ServiceStateChange.Added:
+            names.put_nowait(name)
+    # IPv4 on the default interface, as the server announces (this box has no IPv6 multicast).
+    zeroconf = AsyncZeroconf(interfaces=InterfaceChoice.Default, ip_version=IPVersion.V4Only)
+    browser = AsyncServiceBrowser(zeroconf.zeroconf, service_type, handlers=[changed])
+    try:
+        while True:
+            name = await names.get()
+            info = AsyncServiceInfo(service_type, name)
+            if await info.async_request(zeroconf.zeroconf, 3000) and info.port == port:
+                properties = {k.decode(): (v or b"").decode() for k, v in info.properties.items()}
+                print(json.dumps({"name": name, "addresses": info.parsed_addresses(),
+                                  "server": info.server, "properties": properties}))
+                return
+    finally:
+        await browser.async_cancel()
+        await zeroconf.async_close()
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+"""
 
 
-async def test_home_assistant_speaks_through_the_add_on(
-    hass: HomeAssistant,
-    container: Container,
-    supervisor: FakeSupervisor,
-    quiet_engine: Engine,
-    tmp_path: Path,
-) -> None:
-    ((path, headers, body),) = supervisor.requests
-    assert (path, headers["Authorization"]) == ("/discovery", "Bearer token-3")
-    assert body == {
-        "service": "wyoming",
-        "config": {"uri": f"tcp://{socket.gethostname()}:{container.port}"},
-    }
-    config = tmp_path / "home-assistant"
-    config.mkdir()
-    hass.config.config_dir = str(config)  # HA's tts cache starts empty
-    entry = await add_from_discovery(hass, body["config"])
-
-    voices = tts_entity(hass).async_get_supported_voices("ja")
-    assert voices is not None
-    assert {voice.voice_id for voice in voices} == {
-        f"{speaker}/{style}" for speaker, styles in quiet_engine.voices.items() for style in styles
-    }
-    voice = quiet_engine.default_voice
-    extension, data = await tts_audio(hass, MESSAGE, voice)
-    assert extension == "wav"
-    audio = read_wav(data)
-    assert (audio.sample_rate, audio.sample_width, audio.channels) == (44100, 2, 1)
-    # The add-on speaks with noise on (its default), so the samples differ from a quiet run's
-    # but the length stays close (the durations' noise is small) and it is not silence.
-    quiet = quiet_engine.synthesize(MESSAGE, SynthesisOptions(voice=voice, noise=0, noise_w=0))
-    samples = np.frombuffer(audio.pcm, np.int16)
-    assert 0.8 < samples.size / quiet.audio.size < 1.25
-    assert np.abs(samples).max() > 1000
-    # The image's health check, and the graphs prepared where backups leave them out.
-    docker("exec", container.name, "python3", "/run.py", "healthcheck")
-    assert any((container.data / "prepared-graphs").rglob("graph.onnx"))
-    assert await hass.config_entries.async_unload(entry.entry_id)
-
-
-def test_sigterm_stops_the_add_on_cleanly(container: Container) -> None:
-    """The Supervisor stops an add-on with SIGTERM (Docker's init forwards it): the server
-    finishes and the container exits 0 on its own (a container Docker had to kill after its
-    30 s would exit 137)."""
-    docker("stop", "--time=30", container.name, timeout_s=60)
-    state = container.state()
-    assert (state["Running"], state["ExitCode"], state["OOMKilled"]) == (False, 0, False)
-    assert "stopping" in container.logs()
+async def _browse(port: int) -> ZeroconfServiceInfo | None:
+    """The Yomiage server on ``port`` as a zeroconf browser sees it within 30 s."""
+    try:
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-c", _BROWSER, ZEROCONF_TYPE, str(port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    found = json.loads(done.stdout)
+    assert ZEROCONF_MARK in found["properties"]
+    addresses = [ip_address(address) for address in found["addresses"]]
+    return ZeroconfServiceInfo(
+        ip_address=addresses[0],
+        ip_addresses=addresses,
+        port=port,
+        hostname=found["server"],
+        type=ZEROCONF_TYPE,
+        name=found["name"],
+        properties=found["properties"],
+    )

@@ -11,7 +11,8 @@ Read from huggingface_hub 2.4 (``hf_api.py``, ``file_download.py``, ``utils/_htt
 Errors carry ``X-Error-Code`` (RepoNotFound, RevisionNotFound, EntryNotFound), which is what
 huggingface_hub turns into its typed exceptions. Faults for tests: ``cut_next`` sends part of a
 file and then resets the connection (a Pi losing Wi-Fi), ``corrupt`` serves wrong bytes of the
-right length. Every request is logged in ``requests``. Listens on 127.0.0.1 only; ``stop`` ends it.
+right length. Every request is logged in ``requests``. Listens on 127.0.0.1 (or ``host``); ``stop``
+ends it.
 """
 
 from __future__ import annotations
@@ -127,11 +128,12 @@ class _Faults:
 class FakeHub:
     """``with FakeHub({"owner/name": FakeRepo(...)}) as hub: ... hub.url ...``"""
 
-    def __init__(self, repos: dict[str, FakeRepo]) -> None:
+    def __init__(self, repos: dict[str, FakeRepo], host: str = "127.0.0.1") -> None:
+        """``host``: "0.0.0.0" where a container on Docker's bridge must reach it too."""
         self.repos = repos
         self.requests: list[Request] = []
         self.faults = _Faults()
-        self._server = _Server(("127.0.0.1", 0), _handler_for(self))
+        self._server = _Server((host, 0), _handler_for(self))
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -140,6 +142,11 @@ class FakeHub:
     def url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
+
+    @property
+    def port(self) -> int:
+        port: int = self._server.server_address[1]
+        return port
 
     def start(self) -> FakeHub:
         self._thread.start()

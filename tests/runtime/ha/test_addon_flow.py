@@ -6,23 +6,17 @@ serves them and announces itself. The user answers the flow's questions and hear
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from homeassistant import config_entries
-from homeassistant.components import tts
-from homeassistant.components.hassio.const import DATA_COMPONENT
-from homeassistant.components.hassio.handler import HassIO
 from homeassistant.config_entries import ConfigEntryState
 from homeassistant.const import STATE_UNAVAILABLE
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.helpers import issue_registry as ir
-from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.service_info.hassio import HassioServiceInfo
 from homeassistant.setup import async_setup_component
 from homeassistant.util import dt as dt_util
@@ -37,10 +31,8 @@ from custom_components.yomiage.const import (
     CONF_PATH,
     CONF_PORT,
     CONF_SOURCE,
-    CONF_SPEAKERS,
     DOMAIN,
     SOURCE_ADDON,
-    SOURCE_OFFICIAL,
     SOURCE_WYOMING,
 )
 from custom_components.yomiage.engine.wyoming_contract import MINIMUM_SERVER_VERSION
@@ -52,7 +44,16 @@ from ..supervisor_double import ADDON_TOKEN, SupervisorDouble
 from ..wav import read_wav
 from ..wyoming.addon import RunScriptAddon, wait_for
 from .common import SPEAKERS
-from .no_engine import musl
+from .home_assistant_os import (
+    as_home_assistant_os,
+    choose,
+    install_and_start,
+    past_progress,
+    speak,
+    speakers_of,
+    supervisor_at,
+    to_speakers,
+)
 
 ADDON_STEPS = [
     "POST /store/repositories",
@@ -76,30 +77,15 @@ def double(addon: RunScriptAddon) -> Iterator[SupervisorDouble]:
 
 
 @pytest.fixture
-def home_assistant_os(
-    hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> Iterator[None]:
-    """Home Assistant as Home Assistant OS runs it: musl, and the hassio integration loaded (its
-    Supervisor client is what the hassio integration would make of SUPERVISOR)."""
-    musl(monkeypatch)
-    monkeypatch.setattr(sys, "platform", "linux")
-    monkeypatch.setenv("SUPERVISOR_TOKEN", "homeassistant-token")
-    config = tmp_path / "config"
-    config.mkdir()
-    hass.config.config_dir = str(config)  # Home Assistant's tts cache starts empty
-    yield
-
-
-def _supervisor_at(hass: HomeAssistant, double: SupervisorDouble) -> None:
-    hass.config.components.add("hassio")
-    hass.data[DATA_COMPONENT] = HassIO(hass.loop, async_get_clientsession(hass), double.host)
+def home_assistant_os(hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    as_home_assistant_os(hass, monkeypatch, tmp_path / "config")
 
 
 @pytest.fixture
 async def supervised(
     hass: HomeAssistant, home_assistant_os: None, double: SupervisorDouble
 ) -> SupervisorDouble:
-    _supervisor_at(hass, double)
+    supervisor_at(hass, double)
     return double
 
 
@@ -109,64 +95,12 @@ async def _http(hass: HomeAssistant) -> AsyncIterator[None]:
     yield
 
 
-def _speakers(tiny_bundle: Path) -> list[str]:
-    return sorted(p.name for p in (tiny_bundle / SPEAKERS).iterdir() if p.is_dir())
-
-
-async def _choose(
-    hass: HomeAssistant, result: config_entries.ConfigFlowResult, answer: dict[str, Any]
-) -> config_entries.ConfigFlowResult:
-    return await hass.config_entries.flow.async_configure(result["flow_id"], answer)
-
-
-async def _past_progress(
-    hass: HomeAssistant, result: config_entries.ConfigFlowResult, step_id: str
-) -> config_entries.ConfigFlowResult:
-    """The step after a progress screen, once its task has ended (minutes on a Pi)."""
-    if result["type"] is FlowResultType.SHOW_PROGRESS:
-        assert (result["step_id"], result["progress_action"]) == (step_id, step_id)
-        await hass.async_block_till_done(wait_background_tasks=True)
-        result = await hass.config_entries.flow.async_configure(result["flow_id"])
-    return result
-
-
-async def _to_speakers(hass: HomeAssistant) -> config_entries.ConfigFlowResult:
-    """Add integration → Yomiage → the add-on → official voices: the speaker choice."""
-    result = await hass.config_entries.flow.async_init(
-        DOMAIN, context={"source": config_entries.SOURCE_USER}
-    )
-    assert (result["type"], result["step_id"]) == (FlowResultType.MENU, "engine_unsupported")
-    assert result["menu_options"] == [SOURCE_ADDON, SOURCE_WYOMING], "the add-on comes first"
-    result = await _choose(hass, result, {"next_step_id": SOURCE_ADDON})
-    assert (result["type"], result["step_id"]) == (FlowResultType.MENU, SOURCE_ADDON)
-    result = await _choose(hass, result, {"next_step_id": SOURCE_OFFICIAL})
-    assert (result["type"], result["step_id"]) == (FlowResultType.FORM, "speakers")
-    return result
-
-
-async def _install_and_start(
-    hass: HomeAssistant, result: config_entries.ConfigFlowResult, speaker: str
-) -> config_entries.ConfigFlowResult:
-    result = await _choose(hass, result, {CONF_SPEAKERS: [speaker]})
-    result = await _past_progress(hass, result, "addon_install")
-    return await _past_progress(hass, result, "addon_start")
-
-
-async def _speak(hass: HomeAssistant, message: str) -> bytes:
-    (entity_id,) = hass.states.async_entity_ids("tts")
-    media_id = tts.generate_media_source_id(
-        hass, message, engine=entity_id, language="ja", options={"preferred_format": "wav"}
-    )
-    _, data = await tts.async_get_media_source_audio(hass, media_id)
-    return data
-
-
 async def test_from_installed_integration_to_speech_by_answering_the_flow(
     hass: HomeAssistant, supervised: SupervisorDouble, addon: RunScriptAddon, tiny_bundle: Path
 ) -> None:
     """Three answers (the add-on, its voices, a speaker), two progress screens, then speech."""
-    speaker = _speakers(tiny_bundle)[-1]
-    result = await _install_and_start(hass, await _to_speakers(hass), speaker)
+    speaker = speakers_of(tiny_bundle)[-1]
+    result = await install_and_start(hass, await to_speakers(hass), speaker)
 
     assert result["type"] is FlowResultType.CREATE_ENTRY, (result, addon.log.read_text())
     assert result["title"] == "Yomiage add-on"
@@ -188,7 +122,7 @@ async def test_from_installed_integration_to_speech_by_answering_the_flow(
     (announcement,) = [c for c in supervised.calls if (c.method, c.path) == ("POST", "/discovery")]
     assert announcement.authorization == f"Bearer {ADDON_TOKEN}", "the add-on's own token"
     await hass.async_block_till_done()
-    audio = read_wav(await _speak(hass, "おはようございます。今日は晴れです。"))
+    audio = read_wav(await speak(hass, "おはようございます。今日は晴れです。"))
     assert audio.sample_rate == 44100 and len(audio.pcm) > 44100  # over half a second
     downloaded = addon.data / "voices" / "lemondouble--hayakoe" / SPEAKERS
     assert sorted(p.name for p in downloaded.iterdir()) == [speaker]
@@ -236,7 +170,7 @@ async def test_each_supervisor_failure_ends_the_flow_with_its_reason_and_undoes_
     left_steps: list[str],
 ) -> None:
     supervised.refuse[step] = f"the Supervisor says no to {step}"
-    result = await _install_and_start(hass, await _to_speakers(hass), _speakers(tiny_bundle)[0])
+    result = await install_and_start(hass, await to_speakers(hass), speakers_of(tiny_bundle)[0])
 
     assert (result["type"], result["reason"]) == (FlowResultType.ABORT, reason)
     assert f"the Supervisor says no to {step}" in result["description_placeholders"]["message"]
@@ -253,7 +187,7 @@ async def test_an_add_on_that_stops_while_starting_says_where_to_look(
 ) -> None:
     """The add-on cannot reach the Hub (Home Assistant could): its run script exits 1."""
     addon.environment["HF_ENDPOINT"] = "http://127.0.0.1:9"  # nothing listens there
-    result = await _install_and_start(hass, await _to_speakers(hass), _speakers(tiny_bundle)[0])
+    result = await install_and_start(hass, await to_speakers(hass), speakers_of(tiny_bundle)[0])
 
     assert (result["type"], result["reason"]) == (FlowResultType.ABORT, "addon_stopped")
     assert "could not download the voices" in addon.log.read_text()
@@ -267,7 +201,7 @@ async def test_an_add_on_that_never_answers_ends_the_flow_in_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(yomiage_supervisor, "START_TIMEOUT_S", 0.0)  # before its first answer
-    result = await _install_and_start(hass, await _to_speakers(hass), _speakers(tiny_bundle)[0])
+    result = await install_and_start(hass, await to_speakers(hass), speakers_of(tiny_bundle)[0])
 
     assert (result["type"], result["reason"]) == (FlowResultType.ABORT, "addon_no_answer")
     assert "did not answer within 0 min" in result["description_placeholders"]["message"]
@@ -283,18 +217,18 @@ async def test_a_folder_under_share_becomes_the_add_ons_local_voices(
     result = await hass.config_entries.flow.async_init(
         DOMAIN, context={"source": config_entries.SOURCE_USER}
     )
-    result = await _choose(hass, result, {"next_step_id": SOURCE_ADDON})
-    result = await _choose(hass, result, {"next_step_id": "addon_folder"})
+    result = await choose(hass, result, {"next_step_id": SOURCE_ADDON})
+    result = await choose(hass, result, {"next_step_id": "addon_folder"})
     assert (result["type"], result["step_id"]) == (FlowResultType.FORM, "addon_folder")
 
-    result = await _choose(hass, result, {CONF_PATH: "/config/voices"})
+    result = await choose(hass, result, {CONF_PATH: "/config/voices"})
     assert result["errors"] == {"base": "addon_folder_not_shared"}
-    result = await _choose(hass, result, {CONF_PATH: "/share/yomiage-missing"})
+    result = await choose(hass, result, {CONF_PATH: "/share/yomiage-missing"})
     assert result["errors"] == {"base": "not_a_folder"}
 
     monkeypatch.setattr(Path, "is_dir", lambda path: str(path) == "/share/yomiage")
-    result = await _choose(hass, result, {CONF_PATH: "/share/yomiage"})
-    result = await _past_progress(hass, result, "addon_install")
+    result = await choose(hass, result, {CONF_PATH: "/share/yomiage"})
+    result = await past_progress(hass, result, "addon_install")
     options_call = next(c for c in supervised.calls if c.path.endswith("/options"))
     assert options_call.body["options"]["voices"] == "local"
     assert options_call.body["options"]["local_folder"] == "/share/yomiage"
@@ -304,18 +238,18 @@ async def test_an_installed_add_on_is_started_and_reused_without_questions(
     hass: HomeAssistant, home_assistant_os: None, addon: RunScriptAddon, tiny_bundle: Path
 ) -> None:
     with SupervisorDouble(addon, installed=True) as double:
-        _supervisor_at(hass, double)
-        double.options.update(voices="official", speakers=[_speakers(tiny_bundle)[0]])
+        supervisor_at(hass, double)
+        double.options.update(voices="official", speakers=[speakers_of(tiny_bundle)[0]])
         result = await hass.config_entries.flow.async_init(
             DOMAIN, context={"source": config_entries.SOURCE_USER}
         )
-        result = await _choose(hass, result, {"next_step_id": SOURCE_ADDON})
-        result = await _past_progress(hass, result, "addon_start")
+        result = await choose(hass, result, {"next_step_id": SOURCE_ADDON})
+        result = await past_progress(hass, result, "addon_start")
 
         assert result["type"] is FlowResultType.CREATE_ENTRY, (result, addon.log.read_text())
         assert double.steps() == [f"POST /addons/{ADDON_SLUG}/start", "POST /discovery"]
         await hass.async_block_till_done()
-        assert await _speak(hass, "こんにちは。")
+        assert await speak(hass, "こんにちは。")
         assert await hass.config_entries.async_unload(result["result"].entry_id)
 
 
@@ -326,7 +260,7 @@ async def test_the_add_ons_announcement_ends_in_a_yomiage_entry_once(
     that to this flow (not to the Wyoming integration), which confirms and adds it; a second
     announcement (a restart) changes nothing."""
     with SupervisorDouble(addon, installed=True) as double:
-        double.options.update(voices="official", speakers=[_speakers(tiny_bundle)[0]])
+        double.options.update(voices="official", speakers=[speakers_of(tiny_bundle)[0]])
         assert double.answer("POST", f"/addons/{ADDON_SLUG}/start", {})[0] == 200
         wait_for(lambda: bool(double.discovery) or double.state != "started", ANNOUNCED_S)
         (message,) = double.discovery
@@ -338,11 +272,11 @@ async def test_the_add_ons_announcement_ends_in_a_yomiage_entry_once(
             DOMAIN, context={"source": config_entries.SOURCE_HASSIO}, data=discovery
         )
         assert (result["type"], result["step_id"]) == (FlowResultType.FORM, "hassio_confirm")
-        result = await _choose(hass, result, {})
+        result = await choose(hass, result, {})
         assert result["type"] is FlowResultType.CREATE_ENTRY
         assert result["data"][CONF_ADDON] == ADDON_SLUG
         await hass.async_block_till_done()
-        assert await _speak(hass, "こんにちは。")
+        assert await speak(hass, "こんにちは。")
 
         again = await hass.config_entries.flow.async_init(
             DOMAIN, context={"source": config_entries.SOURCE_HASSIO}, data=discovery
@@ -364,13 +298,13 @@ async def test_the_entry_survives_the_add_ons_restart_without_a_reload(
 ) -> None:
     """Unavailable while the add-on is down (stopped for an update), speaking again after."""
     with SupervisorDouble(addon, installed=True) as double:
-        _supervisor_at(hass, double)
-        double.options.update(voices="official", speakers=[_speakers(tiny_bundle)[0]])
+        supervisor_at(hass, double)
+        double.options.update(voices="official", speakers=[speakers_of(tiny_bundle)[0]])
         result = await hass.config_entries.flow.async_init(
             DOMAIN, context={"source": config_entries.SOURCE_USER}
         )
-        result = await _choose(hass, result, {"next_step_id": SOURCE_ADDON})
-        result = await _past_progress(hass, result, "addon_start")
+        result = await choose(hass, result, {"next_step_id": SOURCE_ADDON})
+        result = await past_progress(hass, result, "addon_start")
         entry = result["result"]
         await hass.async_block_till_done()
         (entity_id,) = hass.states.async_entity_ids("tts")
@@ -384,7 +318,7 @@ async def test_the_entry_survives_the_add_ons_restart_without_a_reload(
         await _poll(hass)
         assert hass.states.get(entity_id).state != STATE_UNAVAILABLE  # type: ignore[union-attr]
         assert entry.state is ConfigEntryState.LOADED
-        assert await _speak(hass, "おかえりなさい。")
+        assert await speak(hass, "おかえりなさい。")
         assert await hass.config_entries.async_unload(entry.entry_id)
 
 

@@ -18,6 +18,8 @@ import pytest
 import voluptuous as vol
 import yaml
 
+from custom_components.yomiage.supervisor import REPOSITORY_URL
+
 from .addon import ADDON, REPO_ROOT
 
 ARCHES = ["aarch64", "amd64", "armhf", "armv7", "i386"]
@@ -168,6 +170,8 @@ def test_repository_yaml_describes_the_repository() -> None:
         extra=vol.PREVENT_EXTRA,
     )(_yaml(REPO_ROOT / "repository.yaml"))
     assert repository["url"].startswith("https://github.com/")
+    # The flow adds it to the store by this URL and finds the add-on under the slug it makes.
+    assert repository["url"] == REPOSITORY_URL
 
 
 def test_dockerfile_builds_from_this_folder_and_runs_the_run_script() -> None:
@@ -177,7 +181,8 @@ def test_dockerfile_builds_from_this_folder_and_runs_the_run_script() -> None:
     copies = re.findall(r"^COPY (\S+) ", dockerfile, re.M)
     assert copies and all((ADDON / source).exists() for source in copies), copies
     assert "requirements/runtime.txt" in dockerfile  # pins wyoming and the engine's wheels
-    assert re.search(r'^CMD \["python3", "/run.py"\]$', dockerfile, re.M)
+    # Without arguments under the Supervisor, with run.py's under plain Docker (Container).
+    assert re.search(r'^ENTRYPOINT \["python3", "/run.py"\]$', dockerfile, re.M)
     assert re.search(r'CMD \["python3", "/run.py", "healthcheck"\]', dockerfile)
 
 
@@ -227,3 +232,16 @@ def test_image_workflow_builds_every_arch_with_the_dockerfiles_arguments(
     declared = set(re.findall(r"^ARG (\w+)", dockerfile, re.M))
     assert {"BUILD_FROM", "BUILD_VERSION", "YOMIAGE_SOURCE"} <= given & declared
     assert build["with"]["context"] == "addon"
+
+
+def test_container_users_get_the_release_the_workflow_publishes(config: dict[str, Any]) -> None:
+    """The README's command and the compose file name the multi-arch image of this version,
+    the one the add-on workflow's container job publishes."""
+    image = f"ghcr.io/yomiage/yomiage:{config['version']}"
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    container = readme.split("### Home Assistant Container", 1)[1].split("\n## ", 1)[0]
+    assert re.findall(r"ghcr\.io/yomiage/\S+", container) == [image]
+    compose = _yaml(ADDON / "docker-compose.yml")
+    assert compose["services"]["yomiage"]["image"] == image
+    workflow = (REPO_ROOT / ".github" / "workflows" / "addon.yaml").read_text(encoding="utf-8")
+    assert '--tag "ghcr.io/yomiage/yomiage:$VERSION"' in workflow

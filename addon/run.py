@@ -44,7 +44,8 @@ _LOGGER = logging.getLogger("yomiage-addon")
 OFFICIAL_REPO = "lemondouble/hayakoe"
 SOURCES = ("official", "hub", "local")
 DEFAULT_PORT = 10200
-STARTUP_TIMEOUT_S = 900.0  # loading every voice on a Raspberry Pi takes a while
+# Waits after each failed announcement (the Supervisor restarting, say), then it is given up.
+ANNOUNCE_RETRIES_S = (2.0, 5.0, 15.0, 30.0, 60.0)
 # The service the add-on announces (config.yaml's discovery): Home Assistant starts the config
 # flow of the integration of that name, Yomiage's own (every option, yomiage.prepare), not the
 # generic Wyoming one, so the server is set up once.
@@ -123,48 +124,56 @@ def options_from_arguments(argv: Sequence[str], environ: Mapping[str, str]) -> A
         return environ.get(f"YOMIAGE_{name}", default)
 
     def env_flag(name: str, default: bool) -> bool:
-        value = env(name)
-        return default if not value else value.lower() in ("1", "true", "yes", "on")
+        value = env(name).strip().lower()
+        return default if not value else value in ("1", "true", "yes", "on")
 
     parser = argparse.ArgumentParser(
         prog="run.py",
         description="Yomiage's Wyoming server, as the add-on runs it, for Docker without a "
-        "Supervisor. Each option defaults to its YOMIAGE_* environment variable.",
+        "Supervisor. Each option defaults to the YOMIAGE_* environment variable named in its "
+        "help (an empty one counts as unset); YOMIAGE_PORT sets the port (10200).",
     )
-    parser.add_argument("--voices", choices=SOURCES, default=env("VOICES", "official"))
+    parser.add_argument(
+        "--voices", choices=SOURCES, default=env("VOICES") or "official", help="(YOMIAGE_VOICES)"
+    )
     parser.add_argument(
         "--speaker",
         dest="speakers",
         action="append",
-        help="a speaker to download (repeat it; YOMIAGE_SPEAKERS: comma-separated; none: all)",
+        help="a speaker to download; repeat it (YOMIAGE_SPEAKERS, comma-separated; none: all)",
     )
-    parser.add_argument("--hub-repo", default=env("HUB_REPO"), help="with --voices hub")
-    parser.add_argument("--local-folder", default=env("LOCAL_FOLDER"), help="with --voices local")
+    parser.add_argument(
+        "--hub-repo", default=env("HUB_REPO"), help="with --voices hub (YOMIAGE_HUB_REPO)"
+    )
+    parser.add_argument(
+        "--local-folder",
+        default=env("LOCAL_FOLDER"),
+        help="with --voices local: a bundle folder (YOMIAGE_LOCAL_FOLDER)",
+    )
     # A text default goes through ``type`` too: a bad variable is refused as a bad argument.
-    parser.add_argument("--threads", type=int, default=env("THREADS") or None)
-    parser.add_argument("--volume", type=float, default=env("VOLUME", "0"))
-    parser.add_argument("--pitch", type=float, default=env("PITCH", "1"))
-    parser.add_argument("--intonation", type=float, default=env("INTONATION", "1"))
-    parser.add_argument(
-        "--no-normalize",
-        dest="normalize",
-        action="store_false",
-        default=env_flag("NORMALIZE", True),
-    )
-    parser.add_argument(
-        "--no-smooth-start",
-        dest="smooth_start",
-        action="store_false",
-        default=env_flag("SMOOTH_START", True),
-    )
-    parser.add_argument(
-        "--zeroconf",
-        action="store_true",
-        default=env_flag("ZEROCONF", False),
-        help="announce the server on the local network (a host network), where Yomiage's "
-        "flow finds it",
-    )
-    parser.add_argument("--debug", action="store_true", default=env_flag("DEBUG", False))
+    for name, kind, default in [
+        ("threads", int, None),
+        ("volume", float, "0"),
+        ("pitch", float, "1"),
+        ("intonation", float, "1"),
+    ]:
+        variable = f"YOMIAGE_{name.upper()}"
+        parser.add_argument(
+            f"--{name}", type=kind, default=env(name.upper()) or default, help=f"({variable})"
+        )
+    for name, default in [
+        ("normalize", True),
+        ("smooth-start", True),
+        ("zeroconf", False),  # announce on the local network, where Yomiage's flow finds it
+        ("debug", False),
+    ]:
+        variable = f"YOMIAGE_{name.upper().replace('-', '_')}"
+        parser.add_argument(
+            f"--{name}",
+            action=argparse.BooleanOptionalAction,
+            default=env_flag(variable.removeprefix("YOMIAGE_"), default),
+            help=f"({variable}: 1 or 0)",
+        )
     args = parser.parse_args(list(argv))
     speakers = args.speakers or [name for name in env("SPEAKERS").split(",") if name.strip()]
     return AddonOptions.from_dict(
@@ -225,7 +234,7 @@ def _downloaded(data_dir: Path, repo: str) -> Path:
 def _local_folder(folder: str, roots: Sequence[Path] | None) -> Path:
     if not folder:
         raise AddonError("voices is 'local': set local_folder to a bundle folder")
-    path = Path(folder)
+    path = Path(os.path.normpath(folder))  # /share/../config is not under /share
     if roots is not None and not any(path.is_relative_to(root) for root in roots):
         raise AddonError(f"local_folder {folder!r} must be under {' or '.join(map(str, roots))}")
     if not path.is_dir():
@@ -276,12 +285,32 @@ def serve_command(plan: VoicesPlan, options: AddonOptions, port: int) -> list[st
     return command
 
 
-def ensure_voices(plan: VoicesPlan, options: AddonOptions) -> None:
+class Child:
+    """The process run.py waits on (the download, then the server): SIGTERM and SIGINT go to
+    it, from the first moment (as Docker's PID 1 without an init, run.py would ignore them)."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+        self.stopping = False
+        signal.signal(signal.SIGTERM, self._forward)
+        signal.signal(signal.SIGINT, self._forward)
+
+    def run(self, command: list[str]) -> subprocess.Popen[bytes]:
+        self.process = subprocess.Popen(command)
+        return self.process
+
+    def _forward(self, signum: int, _frame: FrameType | None) -> None:
+        self.stopping = True
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signum)
+
+
+def ensure_voices(plan: VoicesPlan, options: AddonOptions, child: Child) -> None:
     """Fetch (or update) the voices; with the Hub out of reach, go on with what is on disk."""
     if plan.repo is None:
         return
     _LOGGER.info("voices: %s (checking the Hugging Face Hub for new files)", plan.repo)
-    if subprocess.run(fetch_command(plan, options), check=False).returncode == 0:
+    if child.run(fetch_command(plan, options)).wait() == 0 or child.stopping:
         return
     speakers = plan.bundle / "onnx" / "speakers"  # speaker folders appear only when complete
     if speakers.is_dir() and any(speakers.iterdir()):
@@ -302,9 +331,10 @@ def answers_describe(port: int, timeout_s: float = 2.0) -> bool:
         return False
 
 
-def wait_until_serving(server: subprocess.Popen[bytes], port: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while server.poll() is None and time.monotonic() < deadline:
+def wait_until_serving(server: subprocess.Popen[bytes], port: int) -> bool:
+    """True once the server answers; False if it ended first (loading voices on a Pi takes
+    minutes: no deadline, the image's health check reports a server that never answers)."""
+    while server.poll() is None:
         if answers_describe(port):
             return True
         time.sleep(0.5)
@@ -334,12 +364,16 @@ def _announce_if_supervised(port: int) -> None:
     # The Supervisor names the container for the add-on's hostname, which the add-on network's
     # DNS resolves for Home Assistant.
     host = os.environ.get("YOMIAGE_ANNOUNCE_HOST") or socket.gethostname()
-    try:
-        announce(supervisor_url, token, host, port)
-    except OSError as err:
-        _LOGGER.error("could not announce the server to Home Assistant: %s", err)
+    for wait_s in ANNOUNCE_RETRIES_S:
+        try:
+            announce(supervisor_url, token, host, port)
+        except OSError as err:
+            _LOGGER.warning("could not announce the server to Home Assistant: %s", err)
+            time.sleep(wait_s)
+            continue
+        _LOGGER.info("announced to Home Assistant: Settings → Devices & services offers Yomiage")
         return
-    _LOGGER.info("announced to Home Assistant: Settings → Devices & services offers Yomiage")
+    _LOGGER.error("gave up announcing the server: add it in Yomiage's setup by address")
 
 
 # -- main -----------------------------------------------------------------------------------------
@@ -355,15 +389,12 @@ def run(data_dir: Path, port: int, arguments: Sequence[str]) -> int:
         options = options_from_arguments(arguments, os.environ)
     logging.getLogger().setLevel(logging.DEBUG if options.debug_logging else logging.INFO)
     plan = plan_voices(options, data_dir, _LOCAL_ROOTS if supervised else None)
-    ensure_voices(plan, options)
-    server = subprocess.Popen(serve_command(plan, options, port))
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        server.send_signal(signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    if wait_until_serving(server, port, STARTUP_TIMEOUT_S) and supervised:
+    child = Child()
+    ensure_voices(plan, options, child)
+    if child.stopping:  # stopped while downloading: a clean stop, not a failure
+        return 0
+    server = child.run(serve_command(plan, options, port))
+    if wait_until_serving(server, port) and supervised:
         _announce_if_supervised(port)
     return server.wait()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import posixpath
 from collections.abc import Callable, Coroutine
 from functools import partial
 from pathlib import Path, PurePosixPath
@@ -89,6 +90,8 @@ from .local_engine import (
 from .local_setup import downloaded_language_model
 from .remote import WyomingBackend
 from .supervisor import (
+    ADDON_DEFAULT_FOLDER,
+    ADDON_FOLDERS,
     ADDON_NAME,
     ADDON_SLUG,
     NO_ANSWER,
@@ -105,9 +108,6 @@ _LOGGER = logging.getLogger(__name__)
 _STEPS = {"speed": 0.05, "style_weight": 0.1, "volume": 0.5, "lead_silence": 10}
 _DEFAULT_STEP = 0.05
 _PROGRESS_STEP = 0.01  # report download progress in 1 % steps, not per network read
-# The add-on sees the host's /share and /media (config.yaml's map), as Home Assistant does.
-_ADDON_FOLDERS = (PurePosixPath("/share"), PurePosixPath("/media"))
-_ADDON_DEFAULT_FOLDER = "/share/yomiage"
 
 
 class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
@@ -241,10 +241,11 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         errors: dict[str, str] = {}
         placeholders = {"file": ""}
         if user_input is not None:
-            folder = PurePosixPath(str(user_input[CONF_PATH]).strip())
+            # Normalised before the check: /share/../config is not under /share.
+            folder = PurePosixPath(posixpath.normpath(str(user_input[CONF_PATH]).strip()))
             placeholders["file"] = str(folder)
             if not folder.is_absolute() or not any(
-                folder.is_relative_to(root) for root in _ADDON_FOLDERS
+                folder.is_relative_to(root) for root in ADDON_FOLDERS
             ):
                 errors["base"] = "addon_folder_not_shared"
             elif not await self.hass.async_add_executor_job(Path(folder).is_dir):
@@ -252,9 +253,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
             else:
                 self._addon_options = {"voices": "local", "local_folder": str(folder)}
                 return await self.async_step_addon_install()
-        schema = vol.Schema(
-            {vol.Required(CONF_PATH, default=_ADDON_DEFAULT_FOLDER): TextSelector()}
-        )
+        schema = vol.Schema({vol.Required(CONF_PATH, default=ADDON_DEFAULT_FOLDER): TextSelector()})
         return self.async_show_form(
             step_id="addon_folder",
             data_schema=self.add_suggested_values_to_schema(schema, user_input or {}),
@@ -283,6 +282,8 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
     ) -> ConfigFlowResult:
         assert self._addon_server is not None
         address, server = self._addon_server
+        self._abort_if_unique_id_configured()  # the announcement's own flow may have been first
+        self._async_abort_entries_match({CONF_HOST: address.host, CONF_PORT: address.port})
         return self._create_server_entry(
             address.host, address.port, server.default_voice, addon=ADDON_SLUG
         )
@@ -291,7 +292,6 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
         assert self._addon_error is not None
-        await self._require_addon().async_roll_back()
         return self._addon_abort(self._addon_error)
 
     async def _addon_progress(
@@ -309,6 +309,10 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
             task.result()
         except AddonSetupError as err:
             self._addon_error = err
+            return self.async_show_progress_done(next_step_id="addon_failed")
+        except Exception as err:  # a bug, not the Supervisor's answer: end the flow, say so
+            _LOGGER.exception("Unexpected error while setting up the %s add-on", ADDON_NAME)
+            self._addon_error = AddonSetupError("unknown", str(err))
             return self.async_show_progress_done(next_step_id="addon_failed")
         return self.async_show_progress_done(next_step_id=next_step_id)
 
@@ -340,6 +344,8 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self._abort_if_unique_id_configured(
             updates={CONF_HOST: address.host, CONF_PORT: address.port}
         )
+        # The same server added by its address earlier (before the add-on announced itself).
+        self._async_abort_entries_match({CONF_HOST: address.host, CONF_PORT: address.port})
         return await self._async_discovered(
             address.host, address.port, discovery_info.name, "hassio_confirm", discovery_info.slug
         )
@@ -438,6 +444,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         host, port, default_voice = self._discovered
         if user_input is not None:
             return self._create_server_entry(host, port, default_voice, self._discovered_addon)
+        self._set_confirm_only()
         return self.async_show_form(
             step_id=step_id,
             description_placeholders={

@@ -30,8 +30,9 @@ def outdated_issue_id(entry: ConfigEntry) -> str:
     return f"server_outdated_{entry.entry_id}"
 
 
-class ServerWatch(DataUpdateCoordinator[WyomingBackend]):
-    """The server's latest answer to ``describe`` (``last_update_success``: it answered)."""
+class ServerWatch(DataUpdateCoordinator[None]):
+    """Whether the server answered its last ``describe`` (``last_update_success``); what it
+    answers updates the entry's backend (its version) or reloads the entry (its voices)."""
 
     def __init__(self, hass: HomeAssistant, entry: ConfigEntry, backend: WyomingBackend) -> None:
         super().__init__(
@@ -44,9 +45,9 @@ class ServerWatch(DataUpdateCoordinator[WyomingBackend]):
         self.entry = entry
         self.backend = backend
         check_server_version(hass, entry, backend.version)
-        self.async_set_updated_data(backend)
+        self.async_set_updated_data(None)
 
-    async def _async_update_data(self) -> WyomingBackend:
+    async def _async_update_data(self) -> None:
         try:
             answer = await WyomingBackend.async_connect(
                 self.entry.data[CONF_HOST], self.entry.data[CONF_PORT]
@@ -57,7 +58,6 @@ class ServerWatch(DataUpdateCoordinator[WyomingBackend]):
             self.hass.config_entries.async_schedule_reload(self.entry.entry_id)
         self.backend.version = answer.version
         check_server_version(self.hass, self.entry, answer.version)
-        return answer
 
 
 def check_server_version(hass: HomeAssistant, entry: ConfigEntry, version: str | None) -> None:

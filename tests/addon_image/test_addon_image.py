@@ -98,6 +98,10 @@ class DockerAddon:
         state = self.state()
         return None if state["Running"] else int(state["ExitCode"])
 
+    def healthy(self) -> bool:
+        """What Docker's health check (the image's HEALTHCHECK) says, as the Supervisor reads."""
+        return bool(self.state().get("Health", {}).get("Status") == "healthy")
+
     def state(self) -> dict[str, Any]:
         state: dict[str, Any] = json.loads(docker("inspect", "--format={{json .State}}", self.name))
         return state

@@ -17,17 +17,23 @@ Read from the Supervisor's ``supervisor/api/`` (store, apps, discovery; the v1 r
     POST   /discovery {service, config}            from the add-on: a service its config lists
     GET    /discovery                             -> messages of started add-ons ("addon" key)
 
-Answers are ``{"result": "ok", "data": …}`` or ``{"result": "error", "message": …}`` with 400.
-``refuse`` makes one step fail as the Supervisor would (a repository it cannot clone, an install
-that fails); a started add-on is a real process (``AddonRunner``): our run script, or our image
-under Docker (tests/addon_image).
+Answers are ``{"result": "ok", "data": …}`` or ``{"result": "error", "message": …}`` (400; 404
+for an add-on the store does not know). As the Supervisor does, an add-on with a health check
+(ours) is ``startup`` until it is healthy (its server answers), then ``started``; ``start``
+answers once it is healthy (at most 120 s); discovery messages are kept until the uninstall and
+listed only while the add-on is ``started``. ``refuse`` makes one step fail as the Supervisor
+would (a repository it cannot clone, an install that fails); ``lose_start_answer`` starts the
+add-on but answers with an error, as a client that stopped waiting sees it. A started add-on is
+a real process (``AddonRunner``): our run script, or our image under Docker (tests/addon_image).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,10 +43,13 @@ from typing import Any, Protocol
 
 import yaml
 
-from custom_components.yomiage.supervisor import ADDON_SLUG, REPOSITORY_SLUG, REPOSITORY_URL
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ADDON_CONFIG = REPO_ROOT / "addon" / "config.yaml"
+# As the Supervisor names them (supervisor/store/utils.py), from repository.yaml and config.yaml.
+REPOSITORY_URL = yaml.safe_load((REPO_ROOT / "repository.yaml").read_text())["url"]
+REPOSITORY_SLUG = hashlib.sha1(REPOSITORY_URL.lower().encode()).hexdigest()[:8]
+ADDON_SLUG = f"{REPOSITORY_SLUG}_{yaml.safe_load(ADDON_CONFIG.read_text())['slug']}"
+START_WAIT_S = 120.0  # how long the Supervisor's start waits for a healthy add-on
 ADDON_TOKEN = "addon-token"  # the SUPERVISOR_TOKEN the add-on gets
 CORE_REPOSITORY = {
     "slug": "core",
@@ -55,13 +64,16 @@ STEPS = ("add_repository", "install", "options", "start")
 
 class AddonRunner(Protocol):
     """Runs the add-on as the Supervisor's Docker does: ``start`` with its options and the
-    environment the Supervisor gives it; ``exit_code`` None while it runs."""
+    environment the Supervisor gives it; ``exit_code`` None while it runs; ``healthy`` as its
+    health check says."""
 
     def start(self, options: dict[str, Any], environment: dict[str, str]) -> None: ...
 
     def stop(self) -> None: ...
 
     def exit_code(self) -> int | None: ...
+
+    def healthy(self) -> bool: ...
 
 
 @dataclass
@@ -84,6 +96,9 @@ class NoAddon:
     def exit_code(self) -> int | None:
         return None
 
+    def healthy(self) -> bool:
+        return False
+
 
 @dataclass
 class SupervisorDouble:
@@ -91,6 +106,9 @@ class SupervisorDouble:
     repository_added: bool = False
     installed: bool = False
     refuse: dict[str, str] = field(default_factory=dict)  # step -> the Supervisor's message
+    lose_start_answer: bool = False
+    # Set: the install waits for it (the Supervisor still pulling while the user walks away).
+    hold_install: threading.Event | None = None
     calls: list[Call] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
     started: bool = False
@@ -130,7 +148,7 @@ class SupervisorDouble:
             return "stopped"
         code = self.runner.exit_code()
         if code is None:
-            return "started"
+            return "started" if self.runner.healthy() else "startup"
         return "stopped" if code == 0 else "error"
 
     # -- the API ---------------------------------------------------------------------------------
@@ -141,8 +159,21 @@ class SupervisorDouble:
             self.calls.append(Call(method, path, body, authorization))
             for pattern, route in self._routes():
                 if (match := re.fullmatch(pattern, f"{method} {path}")) is not None:
-                    return route(body, *match.groups())
-        return 404, f"no route {method} {path}"
+                    answer = route(body, *match.groups())
+                    break
+            else:
+                return 404, f"no route {method} {path}"
+        if (method, path) == ("POST", f"/addons/{ADDON_SLUG}/start") and answer[0] == 200:
+            return self._wait_until_healthy()  # outside the lock: the add-on announces meanwhile
+        return answer
+
+    def _wait_until_healthy(self) -> tuple[int, Any]:
+        deadline = time.monotonic() + START_WAIT_S
+        while self.state == "startup" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self.lose_start_answer:
+            return 500, "the answer to start was lost"
+        return 200, {}
 
     def _routes(self) -> list[tuple[str, Callable[..., tuple[int, Any]]]]:
         return [
@@ -178,10 +209,14 @@ class SupervisorDouble:
             return refused
         if body.get("repository", "").lower() != REPOSITORY_URL.lower():
             return 400, f"{body.get('repository')} is not a valid app repository"
+        if self.repository_added:
+            return 400, f"Can't add {REPOSITORY_URL}, already in the store"
         self.repository_added = True
         return 200, {}
 
     def _remove_repository(self, body: Any, slug: str) -> tuple[int, Any]:
+        if slug != REPOSITORY_SLUG or not self.repository_added:
+            return 404, f"Repository {slug} does not exist in the store"
         if self.installed:
             return 400, "Can't remove repository: an app from it is installed"
         self.repository_added = False
@@ -189,7 +224,7 @@ class SupervisorDouble:
 
     def _known(self, slug: str) -> tuple[int, Any] | None:
         if slug != ADDON_SLUG or not self.repository_added:
-            return 400, f"App {slug} does not exist in the store"
+            return 404, f"App {slug} does not exist in the store"
         return None
 
     def _store_addon(self, body: Any, slug: str) -> tuple[int, Any]:
@@ -200,6 +235,8 @@ class SupervisorDouble:
             return unknown
         if refused := self._refused("install"):
             return refused
+        if self.hold_install is not None:
+            self.hold_install.wait(60)
         self.installed = True
         self.options = dict(self.config["options"])
         return 200, {}
@@ -225,7 +262,6 @@ class SupervisorDouble:
     def _start(self, body: Any, slug: str) -> tuple[int, Any]:
         if problem := self._installed(slug) or self._refused("start"):
             return problem
-        self.discovery.clear()
         self.runner.start(
             self.options,
             {"SUPERVISOR_TOKEN": ADDON_TOKEN, "YOMIAGE_SUPERVISOR_URL": self.url},
@@ -245,11 +281,16 @@ class SupervisorDouble:
             return problem
         self.runner.stop()
         self.started = self.installed = False
+        self.discovery.clear()
         return 200, {}
 
     def _announce(self, body: Any) -> tuple[int, Any]:
         if body.get("service") not in self.config.get("discovery", []):
             return 400, "Apps must list services they provide via discovery in their config!"
+        for message in self.discovery:  # one message per service: a new start updates it
+            if message["service"] == body["service"]:
+                message["config"] = body.get("config") or {}
+                return 200, {"uuid": message["uuid"]}
         message = {
             "addon": ADDON_SLUG,
             "service": body["service"],

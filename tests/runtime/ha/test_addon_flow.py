@@ -6,6 +6,7 @@ serves them and announces itself. The user answers the flow's questions and hear
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -31,13 +32,14 @@ from custom_components.yomiage.const import (
     CONF_PATH,
     CONF_PORT,
     CONF_SOURCE,
+    CONF_SPEAKERS,
     DOMAIN,
     SOURCE_ADDON,
     SOURCE_WYOMING,
 )
 from custom_components.yomiage.engine.wyoming_contract import MINIMUM_SERVER_VERSION
 from custom_components.yomiage.server_watch import POLL_INTERVAL, outdated_issue_id
-from custom_components.yomiage.supervisor import ADDON_SLUG
+from custom_components.yomiage.supervisor import ADDON_SLUG, REPOSITORY_SLUG
 
 from ..fakehub import FakeHub
 from ..supervisor_double import ADDON_TOKEN, SupervisorDouble
@@ -138,7 +140,8 @@ async def test_from_installed_integration_to_speech_by_answering_the_flow(
             [
                 "POST /store/repositories",
                 f"POST /store/addons/{ADDON_SLUG}/install",
-                f"DELETE /store/repositories/{yomiage_supervisor.REPOSITORY_SLUG}",
+                f"POST /addons/{ADDON_SLUG}/uninstall",  # refused: it is not installed
+                f"DELETE /store/repositories/{REPOSITORY_SLUG}",
             ],
         ),
         (
@@ -147,21 +150,12 @@ async def test_from_installed_integration_to_speech_by_answering_the_flow(
             [
                 *ADDON_STEPS[:3],
                 f"POST /addons/{ADDON_SLUG}/uninstall",
-                f"DELETE /store/repositories/{yomiage_supervisor.REPOSITORY_SLUG}",
-            ],
-        ),
-        (
-            "start",
-            "addon_start_failed",
-            [
-                *ADDON_STEPS[:4],
-                f"POST /addons/{ADDON_SLUG}/uninstall",
-                f"DELETE /store/repositories/{yomiage_supervisor.REPOSITORY_SLUG}",
+                f"DELETE /store/repositories/{REPOSITORY_SLUG}",
             ],
         ),
     ],
 )
-async def test_each_supervisor_failure_ends_the_flow_with_its_reason_and_undoes_the_rest(
+async def test_each_install_failure_ends_the_flow_with_its_reason_and_undoes_the_rest(
     hass: HomeAssistant,
     supervised: SupervisorDouble,
     tiny_bundle: Path,
@@ -179,6 +173,61 @@ async def test_each_supervisor_failure_ends_the_flow_with_its_reason_and_undoes_
     assert not hass.config_entries.async_entries(DOMAIN)
 
 
+async def test_a_refused_start_keeps_the_add_on_for_its_log_and_the_next_try(
+    hass: HomeAssistant, supervised: SupervisorDouble, tiny_bundle: Path
+) -> None:
+    supervised.refuse["start"] = "the Supervisor says no to start"
+    result = await install_and_start(hass, await to_speakers(hass), speakers_of(tiny_bundle)[0])
+    assert (result["type"], result["reason"]) == (FlowResultType.ABORT, "addon_start_failed")
+    assert "the Supervisor says no to start" in result["description_placeholders"]["message"]
+    assert supervised.steps() == ADDON_STEPS[:4]
+    assert supervised.installed and supervised.options["speakers"] == [speakers_of(tiny_bundle)[0]]
+
+    del supervised.refuse["start"]  # the next try starts the add-on it finds, asking nothing
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_USER}
+    )
+    result = await choose(hass, result, {"next_step_id": SOURCE_ADDON})
+    result = await past_progress(hass, result, "addon_start")
+    assert result["type"] is FlowResultType.CREATE_ENTRY, result
+    assert await hass.config_entries.async_unload(result["result"].entry_id)
+
+
+async def test_a_start_whose_answer_is_lost_is_judged_by_the_add_ons_state(
+    hass: HomeAssistant, supervised: SupervisorDouble, tiny_bundle: Path
+) -> None:
+    """Home Assistant's client gives up on a start after 60 s; the Supervisor waits 120 s and
+    a first start takes minutes: the add-on starting or started is what counts."""
+    supervised.lose_start_answer = True
+    result = await install_and_start(hass, await to_speakers(hass), speakers_of(tiny_bundle)[0])
+    assert result["type"] is FlowResultType.CREATE_ENTRY, result
+    assert await hass.config_entries.async_unload(result["result"].entry_id)
+
+
+async def test_a_flow_left_during_the_install_undoes_what_it_did(
+    hass: HomeAssistant, supervised: SupervisorDouble, tiny_bundle: Path
+) -> None:
+    """The user closes the dialog while the Supervisor still installs: once the install lands,
+    it is uninstalled and the repository removed, in the background."""
+    supervised.hold_install = threading.Event()
+    result = await choose(
+        hass, await to_speakers(hass), {CONF_SPEAKERS: [speakers_of(tiny_bundle)[0]]}
+    )
+    assert (result["type"], result["step_id"]) == (FlowResultType.SHOW_PROGRESS, "addon_install")
+    await asyncio.to_thread(wait_for, lambda: bool(supervised.steps()[1:]), 10)  # installing
+    hass.config_entries.flow.async_abort(result["flow_id"])
+    supervised.hold_install.set()
+    await hass.async_block_till_done(wait_background_tasks=True)
+
+    assert supervised.steps() == [
+        "POST /store/repositories",
+        f"POST /store/addons/{ADDON_SLUG}/install",
+        f"POST /addons/{ADDON_SLUG}/uninstall",
+        f"DELETE /store/repositories/{REPOSITORY_SLUG}",
+    ]
+    assert not supervised.installed and not supervised.repository_added
+
+
 async def test_an_add_on_that_stops_while_starting_says_where_to_look(
     hass: HomeAssistant,
     supervised: SupervisorDouble,
@@ -191,7 +240,7 @@ async def test_an_add_on_that_stops_while_starting_says_where_to_look(
 
     assert (result["type"], result["reason"]) == (FlowResultType.ABORT, "addon_stopped")
     assert "could not download the voices" in addon.log.read_text()
-    assert not supervised.installed and not supervised.repository_added
+    assert supervised.installed, "kept: its log says why, the next try starts it again"
 
 
 async def test_an_add_on_that_never_answers_ends_the_flow_in_time(
@@ -205,15 +254,14 @@ async def test_an_add_on_that_never_answers_ends_the_flow_in_time(
 
     assert (result["type"], result["reason"]) == (FlowResultType.ABORT, "addon_no_answer")
     assert "did not answer within 0 min" in result["description_placeholders"]["message"]
-    assert not supervised.installed
+    assert supervised.installed
 
 
 async def test_a_folder_under_share_becomes_the_add_ons_local_voices(
     hass: HomeAssistant, supervised: SupervisorDouble, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The folder is checked where Home Assistant sees /share too, then handed to the add-on
-    (whose start is refused here: this test is about what reaches its options)."""
-    supervised.refuse["start"] = "not this time"
+    """The folder is checked where Home Assistant sees /share too (normalised), then handed
+    to the add-on's options (the flow goes on to start it: not this test's concern)."""
     result = await hass.config_entries.flow.async_init(
         DOMAIN, context={"source": config_entries.SOURCE_USER}
     )
@@ -221,8 +269,9 @@ async def test_a_folder_under_share_becomes_the_add_ons_local_voices(
     result = await choose(hass, result, {"next_step_id": "addon_folder"})
     assert (result["type"], result["step_id"]) == (FlowResultType.FORM, "addon_folder")
 
-    result = await choose(hass, result, {CONF_PATH: "/config/voices"})
-    assert result["errors"] == {"base": "addon_folder_not_shared"}
+    for outside in ("/config/voices", "/share/../config", "share/yomiage"):
+        result = await choose(hass, result, {CONF_PATH: outside})
+        assert result["errors"] == {"base": "addon_folder_not_shared"}, outside
     result = await choose(hass, result, {CONF_PATH: "/share/yomiage-missing"})
     assert result["errors"] == {"base": "not_a_folder"}
 
@@ -262,7 +311,7 @@ async def test_the_add_ons_announcement_ends_in_a_yomiage_entry_once(
     with SupervisorDouble(addon, installed=True) as double:
         double.options.update(voices="official", speakers=[speakers_of(tiny_bundle)[0]])
         assert double.answer("POST", f"/addons/{ADDON_SLUG}/start", {})[0] == 200
-        wait_for(lambda: bool(double.discovery) or double.state != "started", ANNOUNCED_S)
+        await asyncio.to_thread(wait_for, lambda: bool(double.discovery), ANNOUNCED_S)
         (message,) = double.discovery
         assert message["service"] == DOMAIN, "announced to Yomiage's own flow only"
         discovery = HassioServiceInfo(
@@ -307,17 +356,19 @@ async def test_the_entry_survives_the_add_ons_restart_without_a_reload(
         result = await past_progress(hass, result, "addon_start")
         entry = result["result"]
         await hass.async_block_till_done()
+        loaded = entry.runtime_data
         (entity_id,) = hass.states.async_entity_ids("tts")
 
         assert double.answer("POST", f"/addons/{ADDON_SLUG}/stop", {})[0] == 200
         await _poll(hass)
         assert hass.states.get(entity_id).state == STATE_UNAVAILABLE  # type: ignore[union-attr]
 
+        # The Supervisor's start answers once the add-on is healthy (its server answers).
         assert double.answer("POST", f"/addons/{ADDON_SLUG}/start", {})[0] == 200
-        wait_for(lambda: bool(double.discovery) or double.state != "started", ANNOUNCED_S)
         await _poll(hass)
         assert hass.states.get(entity_id).state != STATE_UNAVAILABLE  # type: ignore[union-attr]
         assert entry.state is ConfigEntryState.LOADED
+        assert entry.runtime_data is loaded, "the same entry, not reloaded"
         assert await speak(hass, "おかえりなさい。")
         assert await hass.config_entries.async_unload(entry.entry_id)
 
@@ -327,6 +378,7 @@ class _OldServer:
 
     def __init__(self) -> None:
         self.version = "0.0.9"
+        self.voices = ["tiny-a/Neutral"]
         self._server: asyncio.Server | None = None
 
     async def __aenter__(self) -> int:
@@ -341,21 +393,24 @@ class _OldServer:
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if await async_read_event(reader) is not None:
-            voice = TtsVoice(
-                name="tiny-a/Neutral",
-                description="tiny",
-                attribution=Attribution(name="", url=""),
-                installed=True,
-                version=None,
-                languages=["ja"],
-            )
+            voices = [
+                TtsVoice(
+                    name=name,
+                    description=name,
+                    attribution=Attribution(name="", url=""),
+                    installed=True,
+                    version=None,
+                    languages=["ja"],
+                )
+                for name in self.voices
+            ]
             program = TtsProgram(
                 name="yomiage",
                 description="Yomiage",
                 attribution=Attribution(name="", url=""),
                 installed=True,
                 version=self.version,
-                voices=[voice],
+                voices=voices,
             )
             await async_write_event(Info(tts=[program]).event(), writer)
         writer.close()
@@ -385,6 +440,25 @@ async def test_a_server_older_than_the_integration_raises_a_repair_issue_until_u
         }
 
         server.version = MINIMUM_SERVER_VERSION  # the add-on updated
+        loaded = entry.runtime_data
         await _poll(hass)
         assert ir.async_get(hass).async_get_issue(DOMAIN, outdated_issue_id(entry)) is None
+        assert entry.runtime_data is loaded, "the same voices: no reload"
+
+        server.voices.append("tiny-b/Happy")  # the update brought a speaker
+        await _poll(hass)
+        assert entry.runtime_data is not loaded, "reloaded with the server's new voices"
+        assert entry.runtime_data.backend.voices == {"tiny-a": ["Neutral"], "tiny-b": ["Happy"]}
+
+        # The same server discovered as the add-on later: no second entry.
+        discovery = HassioServiceInfo(
+            config={CONF_HOST: "127.0.0.1", CONF_PORT: port},
+            name="Yomiage",
+            slug="local_yomiage",
+            uuid="0f1e",
+        )
+        again = await hass.config_entries.flow.async_init(
+            DOMAIN, context={"source": config_entries.SOURCE_HASSIO}, data=discovery
+        )
+        assert (again["type"], again["reason"]) == (FlowResultType.ABORT, "already_configured")
         assert await hass.config_entries.async_unload(entry.entry_id)

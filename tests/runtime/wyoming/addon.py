@@ -72,6 +72,15 @@ class RunScriptAddon:
     def exit_code(self) -> int | None:
         return None if self._process is None else self._process.poll()
 
+    def healthy(self) -> bool:
+        """The image's health check: the server answers ``describe``."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2) as connection:
+                connection.sendall(b'{"type": "describe"}\n')
+                return b'"info"' in connection.makefile("rb").readline()
+        except OSError:
+            return False
+
 
 def free_port() -> int:
     with socket.socket() as probe:

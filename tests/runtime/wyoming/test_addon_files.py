@@ -18,9 +18,9 @@ import pytest
 import voluptuous as vol
 import yaml
 
-from custom_components.yomiage.supervisor import REPOSITORY_URL
+from custom_components.yomiage.supervisor import ADDON_DEFAULT_FOLDER, ADDON_FOLDERS, REPOSITORY_URL
 
-from .addon import ADDON, REPO_ROOT
+from .addon import ADDON, REPO_ROOT, load_run_script
 
 ARCHES = ["aarch64", "amd64", "armhf", "armv7", "i386"]
 MAP_TYPES = ["config", "ssl", "addons", "backup", "share", "media", "homeassistant_config"]
@@ -245,3 +245,12 @@ def test_container_users_get_the_release_the_workflow_publishes(config: dict[str
     assert compose["services"]["yomiage"]["image"] == image
     workflow = (REPO_ROOT / ".github" / "workflows" / "addon.yaml").read_text(encoding="utf-8")
     assert '--tag "ghcr.io/yomiage/yomiage:$VERSION"' in workflow
+
+
+def test_the_flow_offers_the_folders_the_add_on_maps(config: dict[str, Any]) -> None:
+    """What the flow checks a voice folder against is what config.yaml maps into the add-on and
+    run.py accepts; its suggested folder is the add-on's default."""
+    mapped = {f"/{entry['type']}" for entry in config["map"]}
+    assert {str(folder) for folder in ADDON_FOLDERS} == mapped
+    assert {str(folder) for folder in load_run_script()._LOCAL_ROOTS} == mapped
+    assert config["options"]["local_folder"] == ADDON_DEFAULT_FOLDER

@@ -26,11 +26,16 @@ same voice as hayakoe's form, Style-Bert-VITS2's converter and an AIVMX file wri
 tools/make_dialects.py: every dialect at the speed of our own export), ``pitch`` (Yomiage with
 pitch and intonation moved, ``PITCH_OPTIONS``: what audio/pitch.py costs), or ``none``.
 ``--quick``: the tiny bundle, two texts, one repetition: a smoke test of the harness itself.
+``--first-start``: Yomiage's start alone, on an empty graph cache (the first start ever, which
+prepares the graphs for this CPU) and on the cache it left, each start a fresh process: time to
+ready, peak RSS (VmHWM), anonymous memory at ready and its peak (sampled: the kernel keeps no
+high-water mark of it), with and without the processes the start runs, and their peak RSS.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -39,13 +44,14 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .bench_worker import OPTIONS_VARIABLE, THREADS_VARIABLE
+from .bench_worker import OPTIONS_VARIABLE, THREADS_VARIABLE, memory
 
 if TYPE_CHECKING:
     from .cpu_cap import CpuCap
@@ -449,12 +455,14 @@ def markdown(results: dict[str, Any], peer_name: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _header(results: dict[str, Any]) -> str:
+def _header(results: dict[str, Any], how: str | None = None) -> str:
+    """``how``: what was repeated (default: the texts' warm-ups and repetitions)."""
     plan, host = results["plan"], results["machine"]
+    how = how or f"{plan['warmups']} warm-ups, median of {plan['reps']}"
     return (
-        f"Bundle `{Path(plan['bundle']).name}`, voice `{plan['voice']}`; {plan['warmups']} "
-        f"warm-ups, median of {plan['reps']}; {host['cpu']} ({host['cores']} cores), load "
-        f"average {host['load_average_start'][0]:.1f} at start; run took "
+        f"Bundle `{Path(plan['bundle']).name}`, voice `{plan['voice']}`; {how}; "
+        f"{host['cpu']} ({host['cores']} cores), load average "
+        f"{host['load_average_start'][0]:.1f} at start; run took "
         f"{results['elapsed_s'] / 60:.1f} min."
     )
 
@@ -580,6 +588,128 @@ def _grouped(axis: Any, table: dict[str, Figures], texts: list[str], key: str, t
 
 def _colours(count: int) -> list[str]:
     return ["#d1495b", "#00798c", "#edae49", "#66a182"][:count]
+
+
+# -- the first start's memory (--first-start) ----------------------------------------------------
+# How often a start's anonymous memory is read: a graph's preparation grows it over seconds.
+SAMPLE_EVERY_S = 0.01
+START_STATES = {"cold": "first (graph cache cold)", "warm": "later (graph cache warm)"}
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes ``pid`` started that run now (Linux: each of its threads' ``children``)."""
+    found: list[int] = []
+    for listed in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):  # the thread or the process ended meanwhile
+            found += [int(child) for child in listed.read_text(encoding="ascii").split()]
+    return found
+
+
+def anon_kb(pid: int) -> int:
+    """RssAnon of a process in kB; 0 for one that has ended."""
+    try:
+        return memory(str(pid)).get("RssAnon", 0)
+    except OSError:
+        return 0
+
+
+@dataclass
+class AnonPeak:
+    """The most anonymous memory (RssAnon) seen of a process, alone and with every process below
+    it: the kernel keeps a high-water mark of resident memory (VmHWM), none of anonymous memory,
+    so it is sampled (``sample``, every SAMPLE_EVERY_S while the process starts)."""
+
+    pid: int
+    anon_kb: Callable[[int], int] = anon_kb
+    children: Callable[[int], list[int]] = child_pids
+    own_kb: int = 0
+    tree_kb: int = 0
+
+    def sample(self) -> None:
+        tree, wanted = [self.pid], [self.pid]
+        while wanted:
+            below = self.children(wanted.pop())
+            tree += below
+            wanted += below
+        sizes = [self.anon_kb(pid) for pid in tree]
+        self.own_kb = max(self.own_kb, sizes[0])
+        self.tree_kb = max(self.tree_kb, sum(sizes))
+
+
+def first_start_run(config: Config, plan: Plan, cache: Path) -> dict[str, Any]:
+    """Starts of the plan's speaker, each in a fresh process: on an empty graph cache (a first
+    start ever: the graphs are prepared), then on the cache it left (every later start),
+    ``plan.reps`` of each, in turn."""
+    results: dict[str, Any] = {"plan": _describe(plan), "machine": machine()}
+    starts: dict[str, list[dict[str, Any]]] = {state: [] for state in START_STATES}
+    started = time.perf_counter()
+    for _ in range(plan.reps):
+        shutil.rmtree(cache, ignore_errors=True)
+        for state in START_STATES:
+            starts[state].append(_sampled_load(config, plan))
+            shown = start_figures(starts[state][-1])
+            _progress(
+                f"{state} start: ready in {shown['ready_s']:.1f} s, VmHWM "
+                f"{shown['peak_mb']:.0f} MB, anonymous peak {shown['anon_peak_mb']:.0f} MB"
+            )
+    results["starts"] = starts
+    results["elapsed_s"] = time.perf_counter() - started
+    return results
+
+
+def _sampled_load(config: Config, plan: Plan) -> dict[str, Any]:
+    """A worker's load, its anonymous memory (and its children's) sampled all the while."""
+    worker = Worker(config, plan)
+    peak, stop = AnonPeak(worker.process.pid), threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(SAMPLE_EVERY_S):
+            peak.sample()
+
+    sampler = threading.Thread(target=sample, name="memory-sampler")
+    sampler.start()
+    try:
+        loaded = worker.load()
+        peak.sample()  # ready: what it holds now counts too
+    finally:
+        stop.set()
+        sampler.join()
+        worker.close()
+    return {**loaded, "anon_peak_kb": peak.own_kb, "tree_anon_peak_kb": peak.tree_kb}
+
+
+def start_figures(start: dict[str, Any]) -> dict[str, float]:
+    """One start's figures in MB and seconds."""
+    return {
+        "ready_s": start["ready_s"],
+        "peak_mb": start["memory_kb"]["VmHWM"] / 1024,
+        "anon_ready_mb": start["memory_kb"].get("RssAnon", 0) / 1024,
+        "anon_peak_mb": start["anon_peak_kb"] / 1024,
+        "tree_anon_peak_mb": start["tree_anon_peak_kb"] / 1024,
+        "child_peak_mb": start["children_peak_kb"] / 1024,
+    }
+
+
+def first_start_markdown(results: dict[str, Any]) -> str:
+    plan = results["plan"]
+    how = f"median of {plan['reps']} starts of each kind, each a fresh process"
+    lines = [
+        _header(results, how),
+        "",
+        "| start | start to ready s | peak RSS (VmHWM) MB | anonymous at ready MB "
+        "| anonymous peak MB | anonymous peak with its child processes MB "
+        "| largest child's peak RSS MB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for state, label in START_STATES.items():
+        runs = [start_figures(start) for start in results["starts"][state]]
+        f = {key: _median([run[key] for run in runs]) for key in runs[0]}
+        lines.append(
+            f"| {label} | {f['ready_s']:.1f} | {f['peak_mb']:.0f} | {f['anon_ready_mb']:.0f} "
+            f"| {f['anon_peak_mb']:.0f} | {f['tree_anon_peak_mb']:.0f} "
+            f"| {f['child_peak_mb']:.0f} |"
+        )
+    return "\n".join([*lines, ""]) + "\n"
 
 
 # -- setting up -------------------------------------------------------------------------------
@@ -711,6 +841,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=int)
     parser.add_argument("--warmups", type=int)
     parser.add_argument(
+        "--first-start",
+        action="store_true",
+        help="only Yomiage's start: memory and time on an empty graph cache and on the cache it "
+        "left, each start a fresh process (--reps of each, default 3)",
+    )
+    parser.add_argument(
         "--keep-cache",
         action="store_true",
         help="reuse Yomiage's graph cache from the last run (first start not measured then)",
@@ -723,17 +859,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(cache, ignore_errors=True)
     source = bundle_for(args.quick, args.bundle, out).resolve()
     bundle, voice = one_speaker_view(source, out / "bundle")
-    plan = Plan(
-        source=source,
-        bundle=bundle,
-        voice=voice,
-        texts=tuple(args.texts or (QUICK_TEXTS if args.quick else TEXTS)),
-        warmups=args.warmups if args.warmups is not None else (1 if args.quick else 2),
-        reps=args.reps or (1 if args.quick else 5),
-        out=out,
-        during_moments=QUICK_DURING_MOMENTS if args.quick else DURING_MOMENTS,
-    )
+    if args.first_start:
+        plan = Plan(source, bundle, voice, texts=(), warmups=0, reps=args.reps or 3, out=out)
+    else:
+        plan = Plan(
+            source=source,
+            bundle=bundle,
+            voice=voice,
+            texts=tuple(args.texts or (QUICK_TEXTS if args.quick else TEXTS)),
+            warmups=args.warmups if args.warmups is not None else (1 if args.quick else 2),
+            reps=args.reps or (1 if args.quick else 5),
+            out=out,
+            during_moments=QUICK_DURING_MOMENTS if args.quick else DURING_MOMENTS,
+        )
     try:
+        if args.first_start:
+            return _report(out, first_start_run(configs_for("none", cache)[0], plan, cache), None)
         views = dialect_views(source, out) if args.peer == "dialects" else []
         results = run(configs_for(args.peer, cache, views=views), plan)
     except BenchError as err:
@@ -742,10 +883,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Targets are ratios to another engine; dialects and pitch are compared line by line.
     line_by_line = ("none", "dialects", "pitch")
     peer_name = None if args.peer in line_by_line else list(results["configs"])[1]
-    report = markdown(results, peer_name)
+    return _report(out, results, peer_name)
+
+
+def _report(out: Path, results: dict[str, Any], peer_name: str | None) -> int:
+    """results.json, results.md and (but for --first-start) results.png; the table printed."""
+    first_start = "starts" in results
+    report = first_start_markdown(results) if first_start else markdown(results, peer_name)
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     (out / "results.md").write_text(report, encoding="utf-8")
-    chart(results, out / "results.png")
+    if not first_start:
+        chart(results, out / "results.png")
     print(report)
     return 0
 

@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import sys
 import threading
 import time
@@ -59,10 +60,10 @@ def piece(samples: Any) -> Piece:
     return Piece(len(samples), int(spoken[0]) if len(spoken) else len(samples))
 
 
-def memory() -> dict[str, int]:
-    """Peak (VmHWM) and current resident memory of this process, in kB (Linux)."""
+def memory(process: str = "self") -> dict[str, int]:
+    """Peak (VmHWM) and current resident memory of a process (this one), in kB (Linux)."""
     found: dict[str, int] = {}
-    with open("/proc/self/status", encoding="ascii") as status:
+    with open(f"/proc/{process}/status", encoding="ascii") as status:
         for line in status:
             key, _, value = line.partition(":")
             if key in MEMORY_FIELDS:
@@ -245,6 +246,9 @@ class Worker:
             "import_s": self.engine.imported - started,
             "load_s": ready - self.engine.imported,
             "memory_kb": memory(),
+            # Where the engine started processes of its own (Yomiage's first start prepares
+            # each graph in one): the peak resident memory of the largest, in kB.
+            "children_peak_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
         }
 
 

@@ -110,6 +110,38 @@ def test_the_pitch_run_measures_the_moved_voice_beside_the_plain_one(tmp_path: P
     assert "| assist | yomiage-pitch |" in report and "ratio" not in report
 
 
+def test_the_first_start_run_measures_cold_and_warm_starts_each_in_a_fresh_process(
+    tmp_path: Path,
+) -> None:
+    """--first-start: on an empty graph cache the start prepares its graphs in processes of its
+    own (their memory counted beside its own); on the cache it left, it starts none."""
+    out = tmp_path / "out"
+    assert bench.main(["--quick", "--first-start", "--reps", "1", "--out", str(out)]) == 0
+    starts = json.loads((out / "results.json").read_text(encoding="utf-8"))["starts"]
+    (cold,), (warm,) = starts["cold"], starts["warm"]
+    assert cold["children_peak_kb"] > 0 and warm["children_peak_kb"] == 0
+    for start in (cold, warm):
+        assert start["tree_anon_peak_kb"] >= start["anon_peak_kb"] >= start["memory_kb"]["RssAnon"]
+        assert start["memory_kb"]["VmHWM"] > start["anon_peak_kb"] > 0
+    report = (out / "results.md").read_text(encoding="utf-8")
+    assert "| first (graph cache cold) |" in report and "| later (graph cache warm) |" in report
+    assert not (out / "results.png").exists()
+
+
+def test_the_anonymous_peak_counts_a_process_alone_and_with_the_processes_below_it() -> None:
+    """Made-up processes: 1 starts 2, which starts 3; then 2 and 3 end and 4 runs."""
+    tree = {1: [2], 2: [3]}
+    anon = {1: 100, 2: 50, 3: 30}
+    peak = bench.AnonPeak(
+        1, anon_kb=lambda pid: anon.get(pid, 0), children=lambda pid: tree.get(pid, [])
+    )
+    peak.sample()
+    assert (peak.own_kb, peak.tree_kb) == (100, 180)
+    tree, anon = {1: [4]}, {1: 140, 4: 10}
+    peak.sample()
+    assert (peak.own_kb, peak.tree_kb) == (140, 180)
+
+
 # -- target arithmetic on made-up figures ----------------------------------------------------------
 def made_up(
     compute: float,

@@ -193,7 +193,7 @@ def test_without_blocked_kernels_only_the_lift_remains(tiny_synthesizer: Path) -
 
 
 @pytest.mark.parametrize("block", [16, 8, 0])
-def test_the_cache_asks_onnxruntime_for_blocked_kernels(
+def test_the_preparation_asks_onnxruntime_for_blocked_kernels(
     tiny_synthesizer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
 ) -> None:
     monkeypatch.setattr(sessions, "blocked_kernel_block", lambda: block)
@@ -205,9 +205,14 @@ def test_the_cache_asks_onnxruntime_for_blocked_kernels(
         return real_write(source, target, **options)
 
     monkeypatch.setattr(rewrite, "write_lifted", spy)
-    factory = SessionFactory(threads=1, cache_dir=tmp_path, use_cache=True)
-    session = factory.create(tiny_synthesizer)
+    factory = SessionFactory(threads=1, use_cache=False)
+    # What the graph cache's child process runs, run here where the spies see it.
+    factory.prepare_here(tiny_synthesizer, tmp_path / "saved")
     assert written == [block]
+    graph = tmp_path / "saved" / sessions.GRAPH_FILE
+    session = ort.InferenceSession(
+        str(graph), factory.mapped_options(), providers=factory.providers
+    )
     expected = synthesize(SessionFactory(threads=1, use_cache=False).create(tiny_synthesizer), 9)
     np.testing.assert_allclose(synthesize(session, 9), expected, atol=TOLERANCE, rtol=0)
 

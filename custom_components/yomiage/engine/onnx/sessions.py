@@ -7,7 +7,9 @@ file of their own, pre-packed where onnxruntime's kernels pack them (BERT's int8
 products, ConvTranspose). Later loads memory-map that file: no graph optimisation, no packing
 per run, the weights used in place (onnxruntime still copies a few packed ones, ~20 MB), and
 weights that are never read (most BERT embedding rows, the buckets of distances no text
-reaches) never enter memory. ``YOMIAGE_GRAPH_CACHE=0`` loads the graphs as published instead.
+reaches) never enter memory. Each graph is prepared by a child process of its own
+(prepare.py), so that this process never holds what preparing costs. ``YOMIAGE_GRAPH_CACHE=0``
+loads the graphs as published instead.
 """
 
 from __future__ import annotations
@@ -16,16 +18,19 @@ import functools
 import hashlib
 import json
 import logging
+import mmap
 import os
 import platform
 import tempfile
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnxruntime as ort
 
 from ..errors import BundleError, DeviceUnavailableError
-from . import cuda_probe, device_graphs, graph_cache, relative_attention, rewrite, wire
+from . import cuda_probe, device_graphs, graph_cache, prepare, relative_attention, rewrite, wire
 from .cores import usable_cores
 from .decoder_graph import DecoderShape, DecoderSplit, cut_durations, read_split
 from .wire import Chunks, WireError
@@ -40,6 +45,8 @@ DEVICES = ("auto", "cpu", "cuda")
 # cuDNN's default search (EXHAUSTIVE) benchmarks every convolution again for each new input shape,
 # and every sentence has a new length; HEURISTIC asks cuDNN's heuristics instead, at no cost.
 CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC"}
+# Held while a child prepares a graph: several voices loading at once still prepare one by one.
+_PREPARING = threading.Lock()
 
 
 def resolve_device(requested: str) -> str:
@@ -161,9 +168,8 @@ class SessionFactory:
                     folder.mkdir(parents=True, exist_ok=True)
                     with tempfile.TemporaryDirectory(dir=folder, prefix=".cut-") as scratch:
                         graph = Path(scratch) / "durations.onnx"
-                        with graph.open("wb") as out:
-                            out.writelines(cut.parts)
-                        self._prepare(graph, entry)
+                        wire.write_model(cut, graph)
+                        self._prepare(graph, entry, shown_as=path)
                 return self._open(entry / GRAPH_FILE, self.mapped_options())
             except OSError as err:
                 _LOGGER.warning("Graph cache unusable (%s); durations of %s made here", err, path)
@@ -183,9 +189,8 @@ class SessionFactory:
             if split is not None:
                 for part, chunks in (("front", split.front), ("decoder", split.decoder)):
                     graph = Path(scratch) / f"{part}.onnx"
-                    with graph.open("wb") as out:
-                        out.writelines(chunks.parts)
-                    self._prepare(graph, self._part_entry(source, part))
+                    wire.write_model(chunks, graph)
+                    self._prepare(graph, self._part_entry(source, part), shown_as=source)
                 shape = split.shape
                 described = {"boundary": split.boundary, "hop": shape.hop, "context": shape.context}
             written = Path(scratch) / "split.json"
@@ -227,14 +232,26 @@ class SessionFactory:
             graph_cache.drop_entry(entry)
             return None
 
-    def _prepare(self, source: Path, entry: Path) -> None:
-        """Rewrite the graph, let onnxruntime optimise, save its result as the folder
-        ``entry``: the graph, and its weights (pre-packed ones too) in a file of their own,
-        which later loads map rather than copy."""
-        with tempfile.TemporaryDirectory(dir=entry.parent, prefix=".prepare-") as scratch:
+    def _prepare(self, source: Path, entry: Path, shown_as: Path | None = None) -> None:
+        """Have a child process prepare ``source`` (prepare.py), then install what it saved as
+        the folder ``entry``; one graph at a time, so that the box holds one preparation's
+        memory at most. BundleError names ``shown_as`` (default ``source``)."""
+        with _PREPARING:
+            if (entry / GRAPH_FILE).is_file():
+                return  # another thread of this process prepared it meanwhile
+            with tempfile.TemporaryDirectory(dir=entry.parent, prefix=".prepare-") as scratch:
+                saved = Path(scratch) / "saved"
+                prepare.prepare_in_child(source, saved, self.intra_op_threads, shown_as or source)
+                graph_cache.install_entry(saved, entry)
+        _LOGGER.info("Prepared %s for fast loading: %s", shown_as or source, entry)
+
+    def prepare_here(self, source: Path, saved: Path) -> None:
+        """Rewrite the graph, let onnxruntime optimise it, save its result as the new folder
+        ``saved``: the graph, and its weights (pre-packed ones too) in a file of their own,
+        which later loads map rather than copy. What prepare.py's child process runs."""
+        saved.mkdir()
+        with tempfile.TemporaryDirectory(dir=saved.parent, prefix=".rewrite-") as scratch:
             graph = _rewritten_or_source(source, Path(scratch))
-            saved = Path(scratch) / "saved"
-            saved.mkdir()
             options = self.options()
             options.optimized_model_filepath = str(saved / GRAPH_FILE)
             for key, value in (
@@ -250,8 +267,6 @@ class SessionFactory:
                     raise
                 _LOGGER.warning("Rewritten %s did not load; caching it unrewritten", source)
                 self._open(source, options)
-            graph_cache.install_entry(saved, entry)
-        _LOGGER.info("Prepared %s for fast loading: %s", source, entry)
 
     def _open(
         self, graph: Path | bytes, options: ort.SessionOptions, shown_as: Path | None = None
@@ -301,16 +316,26 @@ def _split_or_none(source: Path, audio: str) -> DecoderSplit | None:
 
 def _rewritten_or_source(source: Path, scratch: Path) -> Path:
     """``source`` after the load-time rewrites that find their part in it (the synthesizer's
-    convolutions lifted, BERT's relative positions cut to the buckets read), each step written
-    to ``scratch``."""
+    convolutions lifted, BERT's relative positions cut to the buckets read), its weights then
+    moved to a file of their own (onnxruntime maps them instead of copying them into the heap
+    that preparing it takes: half the peak for BERT, docs/PERFORMANCE.md); each step written to
+    ``scratch``, each step's input removed once the next holds it all (the disk back)."""
+    steps: list[tuple[str, Callable[[Path, Path], bool]]] = [
+        ("lifted.onnx", lambda a, b: rewrite.write_lifted(a, b, block=blocked_kernel_block())),
+        (
+            "sliced.onnx",
+            lambda a, b: wire.rewrite_file(a, b, relative_attention.slice_relative_positions),
+        ),
+        ("apart.onnx", lambda a, b: wire.write_external(a, b, "apart.bin", mmap.PAGESIZE)),
+    ]
     graph = source
     try:
-        lifted = scratch / "lifted.onnx"
-        if rewrite.write_lifted(graph, lifted, block=blocked_kernel_block()):
-            graph = lifted
-        sliced = scratch / "sliced.onnx"
-        if wire.rewrite_file(graph, sliced, relative_attention.slice_relative_positions):
-            graph = sliced
+        for name, step in steps:
+            written = scratch / name
+            if step(graph, written):
+                if graph != source:
+                    graph.unlink()
+                graph = written
     except WireError:
         return source  # not a graph we can read: onnxruntime will name the problem
     return graph

@@ -18,7 +18,7 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
+from typing import BinaryIO, Self
 
 VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5
 _INT64_MODULUS = 1 << 64
@@ -31,6 +31,7 @@ NODE_INPUT, NODE_OUTPUT, NODE_NAME, NODE_OP_TYPE, NODE_ATTRIBUTE, NODE_DOMAIN = 
 ATTR_NAME, ATTR_I, ATTR_T, ATTR_G, ATTR_INTS, ATTR_GRAPHS, ATTR_TYPE = 1, 3, 5, 6, 8, 11, 20
 ATTR_TYPE_INT, ATTR_TYPE_INTS = 2, 7
 TENSOR_DIMS, TENSOR_DATA_TYPE, TENSOR_NAME, TENSOR_RAW_DATA, TENSOR_DATA_LOCATION = 1, 2, 8, 9, 14
+TENSOR_EXTERNAL_DATA = 13
 TENSOR_FLOAT, TENSOR_INT64 = 1, 7
 TENSOR_EXTERNAL = 1
 VALUE_INFO_NAME, VALUE_INFO_TYPE = 1, 2
@@ -204,10 +205,60 @@ def rewrite_file(
     rewritten = rewrite(mapped(source))
     if rewritten is None:
         return False
-    with target.open("wb") as out:
-        for part in rewritten.parts:
-            out.write(part)
+    write_model(rewritten, target)
     return True
+
+
+def write_model(model: Chunks, target: Path) -> None:
+    """The encoded model's pieces, one after the other, as the file ``target``."""
+    with target.open("wb") as out:
+        out.writelines(model.parts)
+
+
+def write_external(source: Path, target: Path, data_name: str, min_bytes: int) -> bool:
+    """Write the model ``source`` to ``target`` with the raw data of every graph initializer of
+    ``min_bytes`` or more moved to the file ``data_name`` beside it (ONNX's external data), each
+    starting on a page, so that whoever loads it can map the data rather than copy it; False,
+    writing nothing, where no initializer is that large.
+
+    Raises ``WireError`` when ``source`` is not a protobuf message of the expected shape."""
+    model_fields, graph_field = model_graph(mapped(source))
+    graph, moved = Chunks(), 0
+    data_file = target.parent / data_name
+    with data_file.open("wb") as data:
+        for item in fields(as_message(graph_field.value)):
+            tensor = None
+            if item.number == GRAPH_INITIALIZER:
+                tensor = _moved_out(as_message(item.value), data, data_name, min_bytes)
+            graph.add(item.raw if tensor is None else bytes_field(GRAPH_INITIALIZER, tensor))
+            moved += tensor is not None
+    if not moved:
+        data_file.unlink()
+        return False
+    write_model(with_graph(model_fields, graph_field, graph), target)
+    return True
+
+
+def _moved_out(tensor: memoryview, data: BinaryIO, data_name: str, min_bytes: int) -> bytes | None:
+    """The TensorProto ``tensor`` with its raw data appended to ``data`` at the next page and
+    referred to there; None (nothing written) where it has less raw data than ``min_bytes``."""
+    parts = list(fields(tensor))
+    raw = next((part.value for part in parts if part.number == TENSOR_RAW_DATA), None)
+    if not isinstance(raw, memoryview) or len(raw) < min_bytes:
+        return None
+    offset = -(-data.tell() // mmap.PAGESIZE) * mmap.PAGESIZE
+    data.write(bytes(offset - data.tell()))
+    data.write(raw)
+    where = {"location": data_name, "offset": str(offset), "length": str(len(raw))}
+    kept = (p.raw for p in parts if p.number not in (TENSOR_RAW_DATA, TENSOR_DATA_LOCATION))
+    return (
+        b"".join(kept)
+        + b"".join(
+            bytes_field(TENSOR_EXTERNAL_DATA, text_field(ENTRY_KEY, k) + text_field(ENTRY_VALUE, v))
+            for k, v in where.items()
+        )
+        + varint_field(TENSOR_DATA_LOCATION, TENSOR_EXTERNAL)
+    )
 
 
 def mapped(source: Path) -> memoryview:

@@ -100,6 +100,13 @@ class NoAddon:
         return False
 
 
+class StuckAddon(NoAddon):
+    """An add-on that starts and never gets healthy (a download that hangs)."""
+
+    def start(self, options: dict[str, Any], environment: dict[str, str]) -> None:
+        pass
+
+
 @dataclass
 class SupervisorDouble:
     runner: AddonRunner = field(default_factory=NoAddon)
@@ -107,6 +114,7 @@ class SupervisorDouble:
     installed: bool = False
     refuse: dict[str, str] = field(default_factory=dict)  # step -> the Supervisor's message
     lose_start_answer: bool = False
+    start_wait_s: float = START_WAIT_S
     # Set: the install waits for it (the Supervisor still pulling while the user walks away).
     hold_install: threading.Event | None = None
     calls: list[Call] = field(default_factory=list)
@@ -168,7 +176,7 @@ class SupervisorDouble:
         return answer
 
     def _wait_until_healthy(self) -> tuple[int, Any]:
-        deadline = time.monotonic() + START_WAIT_S
+        deadline = time.monotonic() + self.start_wait_s
         while self.state == "startup" and time.monotonic() < deadline:
             time.sleep(0.1)
         if self.lose_start_answer:

@@ -42,7 +42,7 @@ from custom_components.yomiage.server_watch import POLL_INTERVAL, outdated_issue
 from custom_components.yomiage.supervisor import ADDON_SLUG, REPOSITORY_SLUG
 
 from ..fakehub import FakeHub
-from ..supervisor_double import ADDON_TOKEN, SupervisorDouble
+from ..supervisor_double import ADDON_TOKEN, StuckAddon, SupervisorDouble
 from ..wav import read_wav
 from ..wyoming.addon import RunScriptAddon, wait_for
 from .common import SPEAKERS
@@ -245,16 +245,18 @@ async def test_an_add_on_that_stops_while_starting_says_where_to_look(
 
 async def test_an_add_on_that_never_answers_ends_the_flow_in_time(
     hass: HomeAssistant,
-    supervised: SupervisorDouble,
+    home_assistant_os: None,
     tiny_bundle: Path,
+    hub: FakeHub,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(yomiage_supervisor, "START_TIMEOUT_S", 0.0)  # before its first answer
-    result = await install_and_start(hass, await to_speakers(hass), speakers_of(tiny_bundle)[0])
-
-    assert (result["type"], result["reason"]) == (FlowResultType.ABORT, "addon_no_answer")
-    assert "did not answer within 0 min" in result["description_placeholders"]["message"]
-    assert supervised.installed
+    monkeypatch.setattr(yomiage_supervisor, "START_TIMEOUT_S", 0.0)  # the wait, cut to nothing
+    with SupervisorDouble(StuckAddon(), start_wait_s=0) as double:
+        supervisor_at(hass, double)
+        result = await install_and_start(hass, await to_speakers(hass), speakers_of(tiny_bundle)[0])
+        assert (result["type"], result["reason"]) == (FlowResultType.ABORT, "addon_no_answer")
+        assert "did not answer within 0 min" in result["description_placeholders"]["message"]
+        assert double.installed and double.state == "startup"
 
 
 async def test_a_folder_under_share_becomes_the_add_ons_local_voices(

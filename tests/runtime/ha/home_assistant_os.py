@@ -98,3 +98,12 @@ async def speak(hass: HomeAssistant, message: str) -> bytes:
     )
     _, data = await tts.async_get_media_source_audio(hass, media_id)
     return data
+
+
+async def start_installed_addon(hass: HomeAssistant) -> config_entries.ConfigFlowResult:
+    """Add integration → Yomiage → the add-on, which is installed: started, no questions."""
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_USER}
+    )
+    result = await choose(hass, result, {"next_step_id": SOURCE_ADDON})
+    return await past_progress(hass, result, "addon_start")

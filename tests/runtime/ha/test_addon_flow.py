@@ -53,6 +53,7 @@ from .home_assistant_os import (
     past_progress,
     speak,
     speakers_of,
+    start_installed_addon,
     supervisor_at,
     to_speakers,
 )
@@ -89,6 +90,17 @@ async def supervised(
 ) -> SupervisorDouble:
     supervisor_at(hass, double)
     return double
+
+
+@pytest.fixture
+async def installed(
+    hass: HomeAssistant, home_assistant_os: None, addon: RunScriptAddon, tiny_bundle: Path
+) -> AsyncIterator[SupervisorDouble]:
+    """The add-on installed by hand (the official voices' first speaker), not started."""
+    with SupervisorDouble(addon, installed=True) as double:
+        supervisor_at(hass, double)
+        double.options.update(voices="official", speakers=[speakers_of(tiny_bundle)[0]])
+        yield double
 
 
 @pytest.fixture(autouse=True)
@@ -184,11 +196,7 @@ async def test_a_refused_start_keeps_the_add_on_for_its_log_and_the_next_try(
     assert supervised.installed and supervised.options["speakers"] == [speakers_of(tiny_bundle)[0]]
 
     del supervised.refuse["start"]  # the next try starts the add-on it finds, asking nothing
-    result = await hass.config_entries.flow.async_init(
-        DOMAIN, context={"source": config_entries.SOURCE_USER}
-    )
-    result = await choose(hass, result, {"next_step_id": SOURCE_ADDON})
-    result = await past_progress(hass, result, "addon_start")
+    result = await start_installed_addon(hass)
     assert result["type"] is FlowResultType.CREATE_ENTRY, result
     assert await hass.config_entries.async_unload(result["result"].entry_id)
 
@@ -286,55 +294,46 @@ async def test_a_folder_under_share_becomes_the_add_ons_local_voices(
 
 
 async def test_an_installed_add_on_is_started_and_reused_without_questions(
-    hass: HomeAssistant, home_assistant_os: None, addon: RunScriptAddon, tiny_bundle: Path
+    hass: HomeAssistant, installed: SupervisorDouble, addon: RunScriptAddon
 ) -> None:
-    with SupervisorDouble(addon, installed=True) as double:
-        supervisor_at(hass, double)
-        double.options.update(voices="official", speakers=[speakers_of(tiny_bundle)[0]])
-        result = await hass.config_entries.flow.async_init(
-            DOMAIN, context={"source": config_entries.SOURCE_USER}
-        )
-        result = await choose(hass, result, {"next_step_id": SOURCE_ADDON})
-        result = await past_progress(hass, result, "addon_start")
+    result = await start_installed_addon(hass)
 
-        assert result["type"] is FlowResultType.CREATE_ENTRY, (result, addon.log.read_text())
-        assert double.steps() == [f"POST /addons/{ADDON_SLUG}/start", "POST /discovery"]
-        await hass.async_block_till_done()
-        assert await speak(hass, "こんにちは。")
-        assert await hass.config_entries.async_unload(result["result"].entry_id)
+    assert result["type"] is FlowResultType.CREATE_ENTRY, (result, addon.log.read_text())
+    assert installed.steps() == [f"POST /addons/{ADDON_SLUG}/start", "POST /discovery"]
+    await hass.async_block_till_done()
+    assert await speak(hass, "こんにちは。")
+    assert await hass.config_entries.async_unload(result["result"].entry_id)
 
 
 async def test_the_add_ons_announcement_ends_in_a_yomiage_entry_once(
-    hass: HomeAssistant, home_assistant_os: None, addon: RunScriptAddon, tiny_bundle: Path
+    hass: HomeAssistant, installed: SupervisorDouble, addon: RunScriptAddon
 ) -> None:
     """An add-on installed by hand announces itself as the yomiage service: Home Assistant hands
     that to this flow (not to the Wyoming integration), which confirms and adds it; a second
     announcement (a restart) changes nothing."""
-    with SupervisorDouble(addon, installed=True) as double:
-        double.options.update(voices="official", speakers=[speakers_of(tiny_bundle)[0]])
-        assert double.answer("POST", f"/addons/{ADDON_SLUG}/start", {})[0] == 200
-        await asyncio.to_thread(wait_for, lambda: bool(double.discovery), ANNOUNCED_S)
-        (message,) = double.discovery
-        assert message["service"] == DOMAIN, "announced to Yomiage's own flow only"
-        discovery = HassioServiceInfo(
-            config=message["config"], name="Yomiage", slug=ADDON_SLUG, uuid=message["uuid"]
-        )
-        result = await hass.config_entries.flow.async_init(
-            DOMAIN, context={"source": config_entries.SOURCE_HASSIO}, data=discovery
-        )
-        assert (result["type"], result["step_id"]) == (FlowResultType.FORM, "hassio_confirm")
-        result = await choose(hass, result, {})
-        assert result["type"] is FlowResultType.CREATE_ENTRY
-        assert result["data"][CONF_ADDON] == ADDON_SLUG
-        await hass.async_block_till_done()
-        assert await speak(hass, "こんにちは。")
+    assert installed.answer("POST", f"/addons/{ADDON_SLUG}/start", {})[0] == 200
+    await asyncio.to_thread(wait_for, lambda: bool(installed.discovery), ANNOUNCED_S)
+    (message,) = installed.discovery
+    assert message["service"] == DOMAIN, "announced to Yomiage's own flow only"
+    discovery = HassioServiceInfo(
+        config=message["config"], name="Yomiage", slug=ADDON_SLUG, uuid=message["uuid"]
+    )
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_HASSIO}, data=discovery
+    )
+    assert (result["type"], result["step_id"]) == (FlowResultType.FORM, "hassio_confirm")
+    result = await choose(hass, result, {})
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert result["data"][CONF_ADDON] == ADDON_SLUG
+    await hass.async_block_till_done()
+    assert await speak(hass, "こんにちは。")
 
-        again = await hass.config_entries.flow.async_init(
-            DOMAIN, context={"source": config_entries.SOURCE_HASSIO}, data=discovery
-        )
-        assert (again["type"], again["reason"]) == (FlowResultType.ABORT, "already_configured")
-        assert len(hass.config_entries.async_entries(DOMAIN)) == 1
-        assert await hass.config_entries.async_unload(result["result"].entry_id)
+    again = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_HASSIO}, data=discovery
+    )
+    assert (again["type"], again["reason"]) == (FlowResultType.ABORT, "already_configured")
+    assert len(hass.config_entries.async_entries(DOMAIN)) == 1
+    assert await hass.config_entries.async_unload(result["result"].entry_id)
 
 
 # -- the entry and its server over time ----------------------------------------------------------
@@ -345,34 +344,27 @@ async def _poll(hass: HomeAssistant) -> None:
 
 
 async def test_the_entry_survives_the_add_ons_restart_without_a_reload(
-    hass: HomeAssistant, home_assistant_os: None, addon: RunScriptAddon, tiny_bundle: Path
+    hass: HomeAssistant, installed: SupervisorDouble, addon: RunScriptAddon
 ) -> None:
     """Unavailable while the add-on is down (stopped for an update), speaking again after."""
-    with SupervisorDouble(addon, installed=True) as double:
-        supervisor_at(hass, double)
-        double.options.update(voices="official", speakers=[speakers_of(tiny_bundle)[0]])
-        result = await hass.config_entries.flow.async_init(
-            DOMAIN, context={"source": config_entries.SOURCE_USER}
-        )
-        result = await choose(hass, result, {"next_step_id": SOURCE_ADDON})
-        result = await past_progress(hass, result, "addon_start")
-        entry = result["result"]
-        await hass.async_block_till_done()
-        loaded = entry.runtime_data
-        (entity_id,) = hass.states.async_entity_ids("tts")
+    result = await start_installed_addon(hass)
+    entry = result["result"]
+    await hass.async_block_till_done()
+    loaded = entry.runtime_data
+    (entity_id,) = hass.states.async_entity_ids("tts")
 
-        assert double.answer("POST", f"/addons/{ADDON_SLUG}/stop", {})[0] == 200
-        await _poll(hass)
-        assert hass.states.get(entity_id).state == STATE_UNAVAILABLE  # type: ignore[union-attr]
+    assert installed.answer("POST", f"/addons/{ADDON_SLUG}/stop", {})[0] == 200
+    await _poll(hass)
+    assert hass.states.get(entity_id).state == STATE_UNAVAILABLE  # type: ignore[union-attr]
 
-        # The Supervisor's start answers once the add-on is healthy (its server answers).
-        assert double.answer("POST", f"/addons/{ADDON_SLUG}/start", {})[0] == 200
-        await _poll(hass)
-        assert hass.states.get(entity_id).state != STATE_UNAVAILABLE  # type: ignore[union-attr]
-        assert entry.state is ConfigEntryState.LOADED
-        assert entry.runtime_data is loaded, "the same entry, not reloaded"
-        assert await speak(hass, "おかえりなさい。")
-        assert await hass.config_entries.async_unload(entry.entry_id)
+    # The Supervisor's start answers once the add-on is healthy (its server answers).
+    assert installed.answer("POST", f"/addons/{ADDON_SLUG}/start", {})[0] == 200
+    await _poll(hass)
+    assert hass.states.get(entity_id).state != STATE_UNAVAILABLE  # type: ignore[union-attr]
+    assert entry.state is ConfigEntryState.LOADED
+    assert entry.runtime_data is loaded, "the same entry, not reloaded"
+    assert await speak(hass, "おかえりなさい。")
+    assert await hass.config_entries.async_unload(entry.entry_id)
 
 
 class _OldServer:

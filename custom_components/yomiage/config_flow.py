@@ -107,6 +107,10 @@ _LOGGER = logging.getLogger(__name__)
 # Slider steps for the numeric options (limits come from the engine).
 _STEPS = {"speed": 0.05, "style_weight": 0.1, "volume": 0.5, "lead_silence": 10}
 _DEFAULT_STEP = 0.05
+# Options whose range is far wider than where users move them (style strength 0-20 around a
+# default of 1, lead silence 0-1000 ms): a number field, where a slider would put the default
+# at the track's very start.
+_NUMBER_FIELDS = frozenset({"style_weight", "lead_silence"})
 _PROGRESS_STEP = 0.01  # report download progress in 1 % steps, not per network read
 
 
@@ -811,6 +815,9 @@ def _number_selector(name: str) -> NumberSelector:
     low, high = OPTION_LIMITS[name]
     return NumberSelector(
         NumberSelectorConfig(
-            min=low, max=high, step=_STEPS.get(name, _DEFAULT_STEP), mode=NumberSelectorMode.SLIDER
+            min=low,
+            max=high,
+            step=_STEPS.get(name, _DEFAULT_STEP),
+            mode=NumberSelectorMode.BOX if name in _NUMBER_FIELDS else NumberSelectorMode.SLIDER,
         )
     )

@@ -77,6 +77,9 @@ class YomiageTTSEntity(TextToSpeechEntity):
         )
         defaults[CONF_VOICE] = self._offered_voice(defaults[CONF_VOICE], entry.title)
         self._synthesis_defaults = defaults
+        # The default voice first, the others in bundle order: Home Assistant's voice pickers
+        # show the first voice (without choosing it) and new Assist pipelines store it.
+        self._voices.sort(key=lambda voice: voice.voice_id != defaults[CONF_VOICE])
 
     @property
     def available(self) -> bool:

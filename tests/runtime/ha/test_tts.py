@@ -102,6 +102,26 @@ async def test_voice_list_through_websocket(
     assert _entity(hass, entity_id).async_get_supported_voices("en") is None
 
 
+async def test_the_default_voice_is_listed_first(
+    hass: HomeAssistant,
+    hass_ws_client: WebSocketGenerator,
+    loaded_entry: MockConfigEntry,
+    entity_id: str,
+    voices: list[str],
+) -> None:
+    """Home Assistant's voice pickers show the first voice and new Assist pipelines store it:
+    the one the entry speaks with when a request names none, then the rest in bundle order."""
+    hass.config_entries.async_update_entry(loaded_entry, options={"voice": voices[-1]})
+    await hass.async_block_till_done()  # saving the options reloads the entry
+    client = await hass_ws_client(hass)
+    await client.send_json_auto_id(
+        {"type": "tts/engine/voices", "engine_id": entity_id, "language": "ja"}
+    )
+    response = await client.receive_json()
+    listed = [voice["voice_id"] for voice in response["result"]["voices"]]
+    assert listed == [voices[-1], *voices[:-1]]
+
+
 async def test_speak_gives_an_mp3_url_fetched_over_http(
     hass: HomeAssistant, hass_client: ClientSessionGenerator, entity_id: str, voices: list[str]
 ) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.const import Platform
@@ -52,6 +52,7 @@ class YomiageData:
 
     backend: SpeechBackend
     watch: ServerWatch | None = None  # a server entry's: is the server answering
+    options: dict[str, Any] = field(default_factory=dict)  # what it was set up with
     timings: deque[Timing] = field(default_factory=lambda: deque(maxlen=RECENT_TIMINGS))
 
 
@@ -80,7 +81,7 @@ async def async_setup_entry(hass: HomeAssistant, entry: YomiageConfigEntry) -> b
         watch = ServerWatch(hass, entry, backend)
     else:
         backend = await async_load_local_backend(hass, entry)
-    entry.runtime_data = YomiageData(backend=backend, watch=watch)
+    entry.runtime_data = YomiageData(backend=backend, watch=watch, options=dict(entry.options))
     entry.async_on_unload(entry.add_update_listener(_async_reload_on_options_change))
     try:
         await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
@@ -133,5 +134,8 @@ async def _async_release(hass: HomeAssistant, entry: ConfigEntry, backend: Speec
         await backend.async_close()
 
 
-async def _async_reload_on_options_change(hass: HomeAssistant, entry: ConfigEntry) -> None:
-    await hass.config_entries.async_reload(entry.entry_id)
+async def _async_reload_on_options_change(hass: HomeAssistant, entry: YomiageConfigEntry) -> None:
+    """Saved options reload the entry; other updates (a discovery noting where it was seen
+    again) leave it as it is."""
+    if entry.options != entry.runtime_data.options:
+        await hass.config_entries.async_reload(entry.entry_id)

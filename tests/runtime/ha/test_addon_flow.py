@@ -328,11 +328,14 @@ async def test_the_add_ons_announcement_ends_in_a_yomiage_entry_once(
     await hass.async_block_till_done()
     assert await speak(hass, "こんにちは。")
 
+    loaded = result["result"].runtime_data
     again = await hass.config_entries.flow.async_init(
         DOMAIN, context={"source": config_entries.SOURCE_HASSIO}, data=discovery
     )
     assert (again["type"], again["reason"]) == (FlowResultType.ABORT, "already_configured")
     assert len(hass.config_entries.async_entries(DOMAIN)) == 1
+    await hass.async_block_till_done()
+    assert result["result"].runtime_data is loaded, "seen again, same address: no reload"
     assert await hass.config_entries.async_unload(result["result"].entry_id)
 
 

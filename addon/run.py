@@ -44,7 +44,8 @@ _LOGGER = logging.getLogger("yomiage-addon")
 OFFICIAL_REPO = "lemondouble/hayakoe"
 SOURCES = ("official", "hub", "local")
 DEFAULT_PORT = 10200
-# Waits after each failed announcement (the Supervisor restarting, say), then it is given up.
+# Waits before each new try of a failed announcement (the Supervisor restarting, say); after
+# the last one it is given up.
 ANNOUNCE_RETRIES_S = (2.0, 5.0, 15.0, 30.0, 60.0)
 # The service the add-on announces (config.yaml's discovery): Home Assistant starts the config
 # flow of the integration of that name, Yomiage's own (every option, yomiage.prepare), not the
@@ -157,9 +158,9 @@ def options_from_arguments(argv: Sequence[str], environ: Mapping[str, str]) -> A
         ("pitch", float, "1"),
         ("intonation", float, "1"),
     ]:
-        variable = f"YOMIAGE_{name.upper()}"
+        key = name.upper()
         parser.add_argument(
-            f"--{name}", type=kind, default=env(name.upper()) or default, help=f"({variable})"
+            f"--{name}", type=kind, default=env(key) or default, help=f"(YOMIAGE_{key})"
         )
     for name, default in [
         ("normalize", True),
@@ -167,12 +168,12 @@ def options_from_arguments(argv: Sequence[str], environ: Mapping[str, str]) -> A
         ("zeroconf", False),  # announce on the local network, where Yomiage's flow finds it
         ("debug", False),
     ]:
-        variable = f"YOMIAGE_{name.upper().replace('-', '_')}"
+        key = name.upper().replace("-", "_")
         parser.add_argument(
             f"--{name}",
             action=argparse.BooleanOptionalAction,
-            default=env_flag(variable.removeprefix("YOMIAGE_"), default),
-            help=f"({variable}: 1 or 0)",
+            default=env_flag(key, default),
+            help=f"(YOMIAGE_{key}: 1 or 0)",
         )
     args = parser.parse_args(list(argv))
     speakers = args.speakers or [name for name in env("SPEAKERS").split(",") if name.strip()]
@@ -364,12 +365,12 @@ def _announce_if_supervised(port: int) -> None:
     # The Supervisor names the container for the add-on's hostname, which the add-on network's
     # DNS resolves for Home Assistant.
     host = os.environ.get("YOMIAGE_ANNOUNCE_HOST") or socket.gethostname()
-    for wait_s in ANNOUNCE_RETRIES_S:
+    for wait_s in (0.0, *ANNOUNCE_RETRIES_S):
+        time.sleep(wait_s)
         try:
             announce(supervisor_url, token, host, port)
         except OSError as err:
             _LOGGER.warning("could not announce the server to Home Assistant: %s", err)
-            time.sleep(wait_s)
             continue
         _LOGGER.info("announced to Home Assistant: Settings → Devices & services offers Yomiage")
         return

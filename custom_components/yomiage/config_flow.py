@@ -134,7 +134,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self._addon_options: dict[str, Any] = {}
         self._addon_task: asyncio.Task[None] | None = None
         self._addon_error: AddonSetupError | None = None
-        self._addon_server: tuple[AddonAddress, WyomingBackend] | None = None
+        self._addon_server: WyomingBackend | None = None  # the started add-on's, as it answered
         self._reported_progress = 0.0
         self._engine_ready = False
         self._install: asyncio.Task[None] | None = None
@@ -284,12 +284,12 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
     async def async_step_addon_finish(
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
-        assert self._addon_server is not None
-        address, server = self._addon_server
+        server = self._addon_server
+        assert server is not None
         self._abort_if_unique_id_configured()  # the announcement's own flow may have been first
-        self._async_abort_entries_match({CONF_HOST: address.host, CONF_PORT: address.port})
+        self._async_abort_entries_match({CONF_HOST: server.host, CONF_PORT: server.port})
         return self._create_server_entry(
-            address.host, address.port, server.default_voice, addon=ADDON_SLUG
+            server.host, server.port, server.default_voice, addon=ADDON_SLUG
         )
 
     async def async_step_addon_failed(
@@ -323,10 +323,9 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
     async def _async_start_addon(self) -> None:
         address = await self._require_addon().async_start()
         try:
-            server = await WyomingBackend.async_connect(address.host, address.port)
+            self._addon_server = await WyomingBackend.async_connect(address.host, address.port)
         except YomiageError as err:
             raise AddonSetupError(NO_ANSWER, str(err)) from err
-        self._addon_server = (address, server)
 
     def _addon_abort(self, err: AddonSetupError) -> ConfigFlowResult:
         _LOGGER.warning("Setting up the %s add-on failed: %s", ADDON_NAME, err)

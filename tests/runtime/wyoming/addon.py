@@ -3,6 +3,7 @@ Supervisor double), and waiting for the add-on to start."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -22,6 +23,7 @@ ADDON = REPO_ROOT / "addon"
 RUN_SCRIPT = ADDON / "run.py"
 
 
+@functools.cache
 def load_run_script() -> ModuleType:
     """addon/run.py is a script copied into the image, not a package module: load it by path."""
     spec = importlib.util.spec_from_file_location("yomiage_addon_run", RUN_SCRIPT)
@@ -73,13 +75,9 @@ class RunScriptAddon:
         return None if self._process is None else self._process.poll()
 
     def healthy(self) -> bool:
-        """The image's health check: the server answers ``describe``."""
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=2) as connection:
-                connection.sendall(b'{"type": "describe"}\n')
-                return b'"info"' in connection.makefile("rb").readline()
-        except OSError:
-            return False
+        """The image's health check (``run.py healthcheck``): the server answers ``describe``."""
+        answers: bool = load_run_script().answers_describe(self.port)
+        return answers
 
 
 def free_port() -> int:

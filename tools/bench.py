@@ -16,8 +16,10 @@ synthesis, and private RSS. Then an Assist reply asked for while the long text s
 announcement (at several moments into it, one engine process serving both): the reply's first
 audio. The targets are the listener's (first audio, the stream to its end, the reply during an
 announcement) and the box's (CPU per audio second, memory, start); whole-file time is a line.
-Written to the output folder: results.json (every repetition), results.md (the tables) and
-results.png.
+Last, a roofline of Yomiage's stream of the long text (tools/roofline.py, a process of its own):
+per stage the FLOPs counted from the graph, the time from onnxruntime's profile, and GFLOP/s
+against this box's own FP32 sgemm peak. Written to the output folder: results.json (every
+repetition), results.md (the tables), results.png and roofline.json.
 
 ``--peer``: ``hayakoe`` (hayakoe 1.3.1 from .venv-peer, built by tools/peer/make_venv.sh when
 missing), ``published`` (Yomiage with its graph cache off: the graphs as published), ``self``
@@ -51,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import roofline
 from .bench_worker import OPTIONS_VARIABLE, THREADS_VARIABLE, memory
 
 if TYPE_CHECKING:
@@ -210,6 +213,7 @@ def run(configs: Sequence[Config], plan: Plan) -> dict[str, Any]:
     finally:
         for worker in workers:
             worker.close()
+    results["roofline"] = _roofline(configs[0], plan)
     results["elapsed_s"] = time.perf_counter() - started
     results["machine"]["load_average_end"] = os.getloadavg()
     return results
@@ -224,6 +228,20 @@ def _first_load(config: Config, plan: Plan) -> dict[str, Any]:
         worker.close()
     _progress(f"{config.name}: first load (prepares the graph cache) {loaded['ready_s']:.1f} s")
     return loaded
+
+
+def _roofline(config: Config, plan: Plan) -> dict[str, Any]:
+    """The first configuration's roofline (tools/roofline.py: the long text streamed with
+    onnxruntime's profiler on) in a process of its own after the paired runs, on the graph
+    cache they used, so that it competes with nothing."""
+    text = SPEED_TEXT if SPEED_TEXT in plan.texts else plan.texts[-1]
+    _progress(f"{config.name}: roofline of the {text} text (profiled streams)")
+    bundle, voice = config.view or (plan.bundle, plan.voice)
+    out = plan.out / "roofline.json"
+    try:
+        return roofline.run_in_child(config.python, bundle, voice, TEXTS[text], out, config.env)
+    except subprocess.CalledProcessError as err:
+        raise BenchError(f"roofline failed (see {out.with_suffix('.log')})") from err
 
 
 def _measure_text(
@@ -452,6 +470,8 @@ def markdown(results: dict[str, Any], peer_name: str | None) -> str:
     lines += _texts_table(table)
     lines += _load_table(table)
     lines += _during_table(table, results["plan"].get("during_moments", []))
+    if "roofline" in results:
+        lines += roofline.markdown(results["roofline"])
     return "\n".join(lines) + "\n"
 
 

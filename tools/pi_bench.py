@@ -20,7 +20,8 @@ time to the last piece); and the 3-sentence text synthesised (speed factor, CPU 
 audio second). After each repetition, a prepared message played: Home Assistant's own test of it
 (tests/runtime/ha/test_prepare.py) started and run in the cap, which times ``tts.speak`` to the
 player's first bytes from the cache; beside it, the peer's first audio of the announcement, which
-it can only synthesize when it is played. Needs root. Written to the output folder: pi.json, pi.md.
+it can only synthesize when it is played. Last, Yomiage's roofline of the 3-sentence text in the
+cap (tools/roofline.py). Needs root. Written to the output folder: pi.json, pi.md.
 
 Yomiage takes as many threads as the cap grants whole CPUs (engine/onnx/cores.py: one here), as
 it would in a container with a CPU limit; a Pi has no such limit and runs one thread per core,
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+from . import roofline
 from .bench import (
     OURS_PYTHON,
     REPO,
@@ -171,7 +173,29 @@ def run(configs: Sequence[Config], plan: Plan, name: str) -> dict[str, Any]:
             prepared = prepared_played_s(cap, cpus, plan, rep)
             results["runs"][ours.name].setdefault("prepared_played_s", []).append(prepared)
             _progress(f"rep {rep + 1}: prepared message played after {prepared:.3f} s")
+        results["roofline"] = capped_roofline(cap, cpus, ours, plan)
     return results
+
+
+def capped_roofline(cap: CpuCap, cpus: float, config: Config, plan: Plan) -> dict[str, Any]:
+    """Yomiage's roofline (tools/roofline.py) of the 3-sentence text, started and run in the cap,
+    its sgemm peak too: what the stages make of the time the cap grants."""
+    _progress(f"roofline of the {SYNTHESISED} text in the cap")
+    cap.set(cpus)
+    try:
+        return roofline.run_in_child(
+            config.python,
+            plan.bundle,
+            plan.voice,
+            TEXTS[SYNTHESISED],
+            plan.out / "roofline.json",
+            config.env,
+            wrap=cap.wrap,
+            warmups=0,
+            reps=1,
+        )
+    finally:
+        cap.set(None)
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -285,6 +309,8 @@ def markdown(results: dict[str, Any], ours: str, peer: str) -> str:
     for row in rows(results, ours, peer):
         met = "-" if row.met is None else "yes" if row.met else "**no**"
         lines.append(f"| {row.name} | {row.ours:.2f} | {row.peer:.2f} | {row.goal} | {met} |")
+    if "roofline" in results:
+        lines += ["", *roofline.markdown(results["roofline"])]
     return "\n".join(lines) + "\n"
 
 

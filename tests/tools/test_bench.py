@@ -33,6 +33,12 @@ def test_quick_run_writes_json_table_and_chart(quick_run: Path) -> None:
     report = (quick_run / "results.md").read_text(encoding="utf-8")
     assert "first audio, Assist reply" in report and "| short | yomiage |" in report
     assert "reply asked for while the long text streams" in report
+    # The roofline of Yomiage's stream: each stage's FLOPs and rate, from its own process.
+    stages = {stage["name"]: stage for stage in results["roofline"]["stages"]}
+    assert stages["flow"]["flops"] > 0 and stages["BERT"]["flops"] > 0
+    assert any(name.startswith("decoder ") and s["flops"] > 0 for name, s in stages.items())
+    assert results["roofline"]["peak_gflops"] > 0
+    assert "| flow |" in report and "Flow / decoder time" in report
 
 
 def test_quick_run_measures_each_process_on_its_own(quick_run: Path) -> None:
@@ -95,7 +101,7 @@ def test_quick_dialects_run_speaks_each_exporters_form_in_its_own_process(
         assert "first_load" in entry
         assert entry["texts"]["assist"]["audio_s"][0] > 0.2
     report = (tmp_path / "results.md").read_text(encoding="utf-8")
-    assert "| assist | yomiage-aivmx |" in report and "ratio" not in report  # no targets
+    assert "| assist | yomiage-aivmx |" in report and "| target |" not in report  # no targets
     assert (tmp_path / "bundle-aivmx" / "tiny-a.aivmx").is_symlink()
 
 
@@ -107,7 +113,7 @@ def test_the_pitch_run_measures_the_moved_voice_beside_the_plain_one(tmp_path: P
     for entry in configs.values():
         assert entry["texts"]["assist"]["audio_s"][0] > 0.2
     report = (tmp_path / "results.md").read_text(encoding="utf-8")
-    assert "| assist | yomiage-pitch |" in report and "ratio" not in report
+    assert "| assist | yomiage-pitch |" in report and "| target |" not in report
 
 
 def test_the_first_start_run_measures_cold_and_warm_starts_each_in_a_fresh_process(

@@ -47,6 +47,9 @@ DEVICES = ("auto", "cpu", "cuda")
 CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC"}
 # Held while a child prepares a graph: several voices loading at once still prepare one by one.
 _PREPARING = threading.Lock()
+# A folder: every session run here (not a preparation) writes onnxruntime's per-node profile
+# there, named after its graph, when the session ends (tools/roofline.py reads them).
+PROFILE_VARIABLE = "YOMIAGE_ORT_PROFILE"
 
 
 def resolve_device(requested: str) -> str:
@@ -273,6 +276,10 @@ class SessionFactory:
     ) -> ort.InferenceSession:
         """A session of the graph file (or the graph's bytes, named ``shown_as`` in errors)."""
         source = str(graph) if isinstance(graph, Path) else graph
+        profiles = os.environ.get(PROFILE_VARIABLE)
+        if profiles and not options.optimized_model_filepath:
+            options.enable_profiling = True
+            options.profile_file_prefix = str(Path(profiles) / _graph_label(graph, shown_as))
         try:
             return ort.InferenceSession(source, options, providers=self.providers)
         except Exception as err:  # onnxruntime raises its own exception types for bad graphs
@@ -282,6 +289,15 @@ class SessionFactory:
             raise BundleError(
                 str(shown_as or graph), f"not a loadable ONNX graph ({first_line[:200]})"
             ) from err
+
+
+def _graph_label(graph: Path | bytes, shown_as: Path | None) -> str:
+    """What a graph is called in file names: a prepared entry by its folder's name up to its
+    versions (``synthesizer.decoder``), any other graph by its file's stem."""
+    if isinstance(graph, Path) and graph.name == GRAPH_FILE:
+        return graph.parent.name.split("-", 1)[0]
+    named = graph if isinstance(graph, Path) else shown_as
+    return named.stem if named is not None else "graph"
 
 
 @functools.cache

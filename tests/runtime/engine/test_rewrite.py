@@ -13,18 +13,23 @@ from numpy.typing import NDArray
 
 from custom_components.yomiage.engine.errors import BundleError
 from custom_components.yomiage.engine.onnx import wire
+from custom_components.yomiage.engine.onnx.decoder_graph import read_split
 from custom_components.yomiage.engine.onnx.rewrite import (
     AVX2_BLOCK,
+    frame_rate_lift_pays,
     lift_convolutions,
     write_lifted,
 )
 from custom_components.yomiage.engine.onnx.sessions import GRAPH_FILE, WEIGHTS_FILE, SessionFactory
 from custom_components.yomiage.engine.synthesis.engine import Engine
 
+from ..voice_files import DIALECTS, SBV2_SPEAKER, SPEAKER_DIR
 from .common import QUIET, THREE_SENTENCES
 from .onnx_build import ModelBuilder, conv_attributes, float_attribute, int_attribute
 
 CHANNELS = 16
+# Style-Bert-VITS2's converter names three of the synthesizer's inputs its own way.
+CONVERTER_NAMES = {"x": "x_tst", "x_lengths": "x_tst_lengths", "tone": "tones"}
 TOLERANCE = 1e-5  # the contract: rewritten graphs agree with the original to float rounding
 
 
@@ -161,6 +166,43 @@ def test_graph_without_upsampling_is_left_alone() -> None:
     b.output("y", [1, CHANNELS, "T"])
     assert lift_convolutions(memoryview(b.encode()), min_channels=0) is None
     assert lift_convolutions(memoryview(b.encode()), 0, audio_rate_only=False) is not None
+
+
+def test_frame_rate_convolutions_lift_only_in_a_graph_without_upsampling() -> None:
+    b = ModelBuilder()
+    x = b.input("x", [1, CHANNELS, "T"])
+    mask = b.input("mask", [1, 1, "T"])
+    weight = (np.random.default_rng(3).standard_normal((CHANNELS, CHANNELS, 5)) * 0.2).astype(
+        np.float32
+    )
+    masked = b.node("Mul", [x, mask], "masked")
+    c = b.node("Conv", [masked, b.weight("w", weight)], "c", *conv_attributes(5))
+    r = b.node("Relu", [c], "r")
+    b.node("Mul", [r, mask], "y")
+    b.output("y", [1, CHANNELS, "T"])
+    front = b.encode()
+    chunks = lift_convolutions(memoryview(front), min_channels=0, frame_rate=True)
+    assert chunks is not None
+    rewritten = b"".join(bytes(part) for part in chunks.parts)
+    assert kernel_ranks(rewritten) == [2]
+    rng = np.random.default_rng(4)
+    feeds = {
+        "x": rng.standard_normal((1, CHANNELS, 23)).astype(np.float32),
+        "mask": np.concatenate([np.ones(20), np.zeros(3)]).reshape(1, 1, 23).astype(np.float32),
+    }
+    np.testing.assert_allclose(run(rewritten, feeds)[0], run(front, feeds)[0], atol=TOLERANCE)
+    # Where a graph has an audio-rate part (a decoder), its frame-rate part stays 1-D.
+    decoder = lift_convolutions(memoryview(residual_model()), min_channels=0, frame_rate=True)
+    assert decoder is not None
+    assert kernel_ranks(b"".join(bytes(p) for p in decoder.parts)) == kernel_ranks(
+        lifted(residual_model())
+    )
+
+
+def test_frame_rate_convolutions_lift_where_the_blocks_hold_eight_floats() -> None:
+    assert frame_rate_lift_pays(AVX2_BLOCK)
+    assert not frame_rate_lift_pays(16)  # AVX-512: the 1-D kernels were as fast
+    assert not frame_rate_lift_pays(0)  # no blocked kernels at all
 
 
 def test_weight_read_elsewhere_keeps_its_shape_and_is_unsqueezed() -> None:
@@ -314,8 +356,10 @@ def synthesizer_feeds(session: ort.InferenceSession, phones: int) -> dict[str, N
         "sdp_ratio": np.array([0.2], dtype=np.float32),
         "noise_scale": np.array([0.0], dtype=np.float32),
     }
-    names = {i.name for i in session.get_inputs()}
-    return {name: value for name, value in feeds.items() if name in names}
+    # The graph's own names and ranks (Style-Bert-VITS2's converter: its names, 0-d scalars).
+    ranks = {i.name: len(i.shape) for i in session.get_inputs()}
+    named = {CONVERTER_NAMES.get(n, n) if n not in ranks else n: v for n, v in feeds.items()}
+    return {n: v.reshape(()) if ranks[n] == 0 else v for n, v in named.items() if n in ranks}
 
 
 @pytest.mark.parametrize(
@@ -338,6 +382,48 @@ def test_tiny_bundle_graphs_agree_after_the_rewrite(
         (got,) = after.run(None, feeds)
         assert got.shape == expected.shape
         np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=0)
+
+
+# Each exporter's synthesizer of the tiny voice, and the name of its audio output.
+FRONTS = {
+    "ours": (None, "audio"),
+    "hayakoe": (DIALECTS / "hayakoe" / SPEAKER_DIR / "synthesizer.onnx", "audio"),
+    "sbv2-converter": (SBV2_SPEAKER / "synthesizer.onnx", "output"),
+}
+
+
+def pcm(audio: NDArray[np.generic]) -> NDArray[np.int64]:
+    return np.clip(np.round(np.asarray(audio, dtype=np.float64) * 32767), -32768, 32767).astype(
+        np.int64
+    )
+
+
+@pytest.mark.parametrize("dialect", sorted(FRONTS))
+def test_each_dialects_front_lifted_at_frame_rate_gives_its_samples(
+    tiny_bundle: Path, dialect: str
+) -> None:
+    """The synthesizer's front (text encoder, durations, flow) with every convolution lifted,
+    then its decoder as published: the samples of the whole graph as exported, within 1 LSB."""
+    path, audio = FRONTS[dialect]
+    source = path or next((tiny_bundle / "onnx" / "speakers").iterdir()) / "synthesizer.onnx"
+    split = read_split(source, audio)
+    assert split is not None
+    front = b"".join(bytes(part) for part in split.front.parts)
+    chunks = lift_convolutions(memoryview(front), min_channels=0, frame_rate=True)
+    assert chunks is not None
+    rewritten = b"".join(bytes(part) for part in chunks.parts)
+    assert 2 in kernel_ranks(rewritten)
+    plain = SessionFactory(threads=1, use_cache=False)
+    whole = plain.create(source)
+    lifted_front = plain._open(rewritten, plain.options())
+    decoder = plain._open(b"".join(bytes(p) for p in split.decoder.parts), plain.options())
+    for phones in (5, 33, 80):
+        feeds = synthesizer_feeds(whole, phones)
+        expected = whole.run([audio], feeds)[0]
+        boundary = lifted_front.run(list(split.boundary), feeds)
+        (got,) = decoder.run(None, dict(zip(split.boundary, boundary, strict=True)))
+        assert got.shape == expected.shape
+        assert np.abs(pcm(got) - pcm(expected)).max() <= 1
 
 
 def test_duration_predictor_has_no_audio_rate_part(tiny_bundle: Path, tmp_path: Path) -> None:

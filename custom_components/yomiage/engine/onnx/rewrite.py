@@ -9,9 +9,12 @@ the same convolution written over [N, C, 1, T] is up to 1.5x faster (docs/PERFOR
 audio-rate part (from the first upsampling ConvTranspose on), and the element-wise glue between
 them (LeakyRelu, Add, Div, ...), moves to rank 4 with an Unsqueeze where a tensor enters the
 region and a Squeeze where one leaves it, so that whole residual blocks stay in the blocked
-layout. Frame-rate convolutions (text encoder, flow) are left alone: along a few hundred frames
-the 1-D kernels are as fast or faster. Same arithmetic, same weights (only their declared shape
-changes): outputs agree with the original to float rounding (~1e-6).
+layout. Frame-rate convolutions (text encoder, flow, durations) lift only in a graph that has no
+audio-rate part (the synthesizer's front, the duration predictor) and only where onnxruntime's
+blocks hold 8 floats (AVX2): the front ran 1.04-1.14x faster so there, while on AVX-512 the 1-D
+kernels were as fast or faster along a few hundred frames (``frame_rate_lift_pays``). Same
+arithmetic, same weights (only their declared shape changes): outputs agree with the original to
+float rounding (~1e-6).
 
 Two more exact changes keep the work in the blocked kernels (measured in docs/PERFORMANCE.md):
 identity 1x1 depthwise convolutions after each ConvTranspose and in front of LeakyRelus
@@ -41,7 +44,7 @@ from .wire import Chunks, Node, Tensor
 
 _LOGGER = logging.getLogger(__name__)
 
-REWRITE_VERSION = 5  # bump when the rewrite changes: cached graphs are then rebuilt
+REWRITE_VERSION = 6  # bump when the rewrite changes: cached graphs are then rebuilt
 # Convolutions with fewer input or output channels stay 1-D: the blocked kernels split a
 # [C, 1, T] convolution between threads by blocks of channels, so a 16- or 32-channel one runs on
 # one thread, while the 1-D GEMM splits along time (docs/PERFORMANCE.md).
@@ -62,15 +65,24 @@ _TIME_AXIS = 3  # of a lifted tensor
 _LAST = (1 << 63) - 1  # a Slice end that means "to the end"
 
 
+def frame_rate_lift_pays(block: int) -> bool:
+    """Whether frame-rate convolutions run faster lifted where onnxruntime's blocks hold
+    ``block`` floats: on AVX2 (8), measured; not on AVX-512 (16), nor without blocked kernels."""
+    return block == AVX2_BLOCK
+
+
 def lift_convolutions(
     model: memoryview,
     min_channels: int = DEFAULT_MIN_CHANNELS,
     audio_rate_only: bool = True,
     block: int = AVX2_BLOCK,
+    frame_rate: bool = False,
 ) -> Chunks | None:
     """The encoded ModelProto with its 1-D convolutions lifted, or None if nothing is lifted.
 
-    ``audio_rate_only``: only convolutions from the first upsampling ConvTranspose on.
+    ``audio_rate_only``: only convolutions from the first upsampling ConvTranspose on;
+    ``frame_rate``: but every convolution of a graph that has no upsampling (the synthesizer's
+    front, the duration predictor), the decoder keeping its frame-rate part 1-D.
     ``block``: floats per block of onnxruntime's blocked (NCHWc) kernels here, 0 where it has
     none; without them the identities and halves that serve those kernels would only cost time,
     and are left out.
@@ -81,7 +93,9 @@ def lift_convolutions(
         return None  # a copy elsewhere would lose the relative paths of its weight files
     opset = wire.default_opset(model_fields)
     pairs = block > 0 and opset >= _PAIRS_OPSET
-    plan = _Plan.make(graph, min_channels, audio_rate_only, pairs=pairs, block=block)
+    plan = _Plan.make(
+        graph, min_channels, audio_rate_only, pairs=pairs, block=block, frame_rate=frame_rate
+    )
     if not plan.lifted:
         return None
     return wire.with_graph(model_fields, graph_field, _Emitter(graph, plan, opset).encode())
@@ -93,13 +107,18 @@ def write_lifted(
     min_channels: int = DEFAULT_MIN_CHANNELS,
     audio_rate_only: bool = True,
     block: int = AVX2_BLOCK,
+    frame_rate: bool = False,
 ) -> bool:
     """Write ``source`` with its convolutions lifted to ``target``; False if nothing to lift.
 
     Raises ``WireError`` when ``source`` is not an ONNX model this module can read.
     """
     lift = functools.partial(
-        lift_convolutions, min_channels=min_channels, audio_rate_only=audio_rate_only, block=block
+        lift_convolutions,
+        min_channels=min_channels,
+        audio_rate_only=audio_rate_only,
+        block=block,
+        frame_rate=frame_rate,
     )
     return wire.rewrite_file(source, target, lift)
 
@@ -178,9 +197,12 @@ class _Plan:
         audio_rate_only: bool,
         pairs: bool = True,
         block: int = AVX2_BLOCK,
+        frame_rate: bool = False,
     ) -> _Plan:
         plan = cls(set(), set(), set())
-        in_scope = _upsampled_nodes(graph) if audio_rate_only else set(graph.nodes)
+        in_scope = _upsampled_nodes(graph)
+        if not audio_rate_only or (frame_rate and not in_scope):
+            in_scope = set(graph.nodes)
         # The tail takes what the blocked kernels would run on one thread, and what is too
         # narrow to lift on its own.
         narrower_than = max(min_channels, _BLOCKS_PER_WORK_ITEM * block + 1)

@@ -332,12 +332,18 @@ def _split_or_none(source: Path, audio: str) -> DecoderSplit | None:
 
 def _rewritten_or_source(source: Path, scratch: Path) -> Path:
     """``source`` after the load-time rewrites that find their part in it (the synthesizer's
-    convolutions lifted, BERT's relative positions cut to the buckets read), its weights then
-    moved to a file of their own (onnxruntime maps them instead of copying them into the heap
-    that preparing it takes: half the peak for BERT, docs/PERFORMANCE.md); each step written to
-    ``scratch``, each step's input removed once the next holds it all (the disk back)."""
+    convolutions lifted, its front's too where that pays on this CPU, BERT's relative positions
+    cut to the buckets read), its weights then moved to a file of their own (onnxruntime maps
+    them instead of copying them into the heap that preparing it takes: half the peak for BERT,
+    docs/PERFORMANCE.md); each step written to ``scratch``, each step's input removed once the
+    next holds it all (the disk back)."""
+    block = blocked_kernel_block()
+    frame_rate = rewrite.frame_rate_lift_pays(block)
     steps: list[tuple[str, Callable[[Path, Path], bool]]] = [
-        ("lifted.onnx", lambda a, b: rewrite.write_lifted(a, b, block=blocked_kernel_block())),
+        (
+            "lifted.onnx",
+            lambda a, b: rewrite.write_lifted(a, b, block=block, frame_rate=frame_rate),
+        ),
         (
             "sliced.onnx",
             lambda a, b: wire.rewrite_file(a, b, relative_attention.slice_relative_positions),

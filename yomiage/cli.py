@@ -152,7 +152,9 @@ def _file_format(path: Path) -> tuple[str, str]:
         named = f"'{path.suffix}' files" if path.suffix else "a file without an extension"
         *others, last = AUDIO_FILE_FORMATS
         known = f"{', '.join(others)} or {last}"
-        raise InvalidOptionError(f"cannot write {named}: the output file must end in {known}")
+        raise InvalidOptionError(
+            f"cannot write {named}: the output file must end in {known}", "output"
+        )
     return found
 
 

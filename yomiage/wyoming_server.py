@@ -180,7 +180,9 @@ def _parse_uri(uri: str) -> tuple[str, str, int, str]:
         return "tcp", parsed.hostname, port, ""
     if parsed.scheme == "unix" and (parsed.netloc or parsed.path):
         return "unix", "", 0, parsed.netloc + parsed.path
-    raise InvalidOptionError(f"--uri must look like tcp://HOST:PORT or unix://PATH, not {uri!r}")
+    raise InvalidOptionError(
+        f"--uri must look like tcp://HOST:PORT or unix://PATH, not {uri!r}", "uri"
+    )
 
 
 def _check_voice(engine: Engine, voice: str) -> None:

@@ -6,11 +6,16 @@ The CLI maps them to exit code 2, the integration to translated ``HomeAssistantE
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 
 class YomiageError(Exception):
     """Base class: something the caller can fix; the message says what."""
 
     translation_key = "engine_error"
+    # What a translated text may name (an option), never prose: the message itself is English.
+    placeholders: Mapping[str, str] = MappingProxyType({})
 
 
 class InvalidTextError(YomiageError):
@@ -26,9 +31,13 @@ class UnknownVoiceError(YomiageError):
 
 
 class InvalidOptionError(YomiageError):
-    """A synthesis option is out of range (speed <= 0, NaN, ...)."""
+    """A synthesis option is out of range (speed <= 0, NaN, ...); ``option`` names it."""
 
     translation_key = "invalid_option"
+
+    def __init__(self, message: str, option: str) -> None:
+        super().__init__(message)
+        self.placeholders = {"option": option}
 
 
 class BundleError(YomiageError):

@@ -51,17 +51,19 @@ class SynthesisOptions:
         for name, (low, high) in OPTION_LIMITS.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
-                raise InvalidOptionError(f"{name} must be a number, not {value!r}")
+                raise InvalidOptionError(f"{name} must be a number, not {value!r}", name)
             if not math.isfinite(value) or not low <= value <= high:
                 raise InvalidOptionError(
-                    f"{name} must be between {low:g} and {high:g}, not {value!r}"
+                    f"{name} must be between {low:g} and {high:g}, not {value!r}", name
                 )
         for switch in OPTION_SWITCHES:
             value = getattr(self, switch)
             if not isinstance(value, bool):
-                raise InvalidOptionError(f"{switch} must be true or false, not {value!r}")
+                raise InvalidOptionError(f"{switch} must be true or false, not {value!r}", switch)
         if self.voice is not None and not isinstance(self.voice, str):
-            raise InvalidOptionError(f"voice must be text like 'speaker/style', not {self.voice!r}")
+            raise InvalidOptionError(
+                f"voice must be text like 'speaker/style', not {self.voice!r}", "voice"
+            )
         return self
 
     def with_changes(self, **changes: Any) -> SynthesisOptions:
@@ -74,7 +76,7 @@ class SynthesisOptions:
         for name, value in values.items():
             if name not in OPTION_NAMES:
                 raise InvalidOptionError(
-                    f"unknown option {name!r}; options: {', '.join(OPTION_NAMES)}"
+                    f"unknown option {name!r}; options: {', '.join(OPTION_NAMES)}", name
                 )
             changes[name] = _number(name, value) if name in OPTION_LIMITS else value
         return replace(self, **changes).validated()
@@ -90,8 +92,8 @@ OPTION_SWITCHES: tuple[str, ...] = ("normalize", "smooth_start")
 
 def _number(name: str, value: Any) -> float:
     if isinstance(value, bool):
-        raise InvalidOptionError(f"{name} must be a number, not {value!r}")
+        raise InvalidOptionError(f"{name} must be a number, not {value!r}", name)
     try:
         return float(value)
     except (TypeError, ValueError) as err:
-        raise InvalidOptionError(f"{name} must be a number, not {value!r}") from err
+        raise InvalidOptionError(f"{name} must be a number, not {value!r}", name) from err

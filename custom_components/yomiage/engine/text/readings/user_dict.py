@@ -30,6 +30,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final, Literal, get_args
 
 from ...errors import YomiageError
 from . import english
@@ -73,25 +74,65 @@ def _to_katakana(reading: str) -> str:
     return reading.strip().translate(_HIRAGANA_TO_KATAKANA)
 
 
+# The rules a word can break, each a text of its own where the integration says it.
+WordProblem = Literal[
+    "empty_surface",
+    "surface_characters",
+    "surface_mixed",
+    "reading",
+    "accent_number",
+    "accent_range",
+]
+WORD_PROBLEMS: Final = get_args(WordProblem)
+
+
+class WordError(ValueError):
+    """An entry that is not a word: ``problem`` names the rule it breaks, ``values`` the fields
+    it concerns (for a caller that says it in another language); the message in one line."""
+
+    def __init__(self, problem: WordProblem, message: str, **values: str) -> None:
+        super().__init__(message)
+        self.problem = problem
+        self.values = values
+
+
 def make_word(surface: str, reading: str, accent: str | int) -> UserWord:
-    """Validate and build one entry; raises ``ValueError`` with a one-line reason."""
+    """Validate and build one entry; raises ``WordError``."""
     surface = surface.strip()
     if not surface:
-        raise ValueError("empty surface")
+        raise WordError("empty_surface", "empty surface")
     if _FORBIDDEN_IN_SURFACE.search(surface) and not _LATIN_SURFACE.fullmatch(surface):
-        raise ValueError(f"surface {surface!r} contains a comma, quote or space")
+        raise WordError(
+            "surface_characters",
+            f"surface {surface!r} contains a comma, quote or space",
+            surface=surface,
+        )
     if _HAS_LATIN.search(surface) and not _LATIN_SURFACE.fullmatch(surface):
-        raise ValueError(f"surface {surface!r} mixes Latin letters with other characters")
+        raise WordError(
+            "surface_mixed",
+            f"surface {surface!r} mixes Latin letters with other characters",
+            surface=surface,
+        )
     katakana = _to_katakana(reading)
     if not _KATAKANA.fullmatch(katakana):
-        raise ValueError(f"reading {reading!r} is not katakana or hiragana")
+        raise WordError(
+            "reading", f"reading {reading!r} is not katakana or hiragana", reading=reading
+        )
     try:
         nucleus = int(str(accent).strip())
     except ValueError:
-        raise ValueError(f"accent {accent!r} is not a whole number") from None
+        raise WordError(
+            "accent_number", f"accent {accent!r} is not a whole number", accent=str(accent)
+        ) from None
     word = UserWord(surface, katakana, nucleus)
     if not 0 <= nucleus <= word.morae:
-        raise ValueError(f"accent {nucleus} is outside 0..{word.morae} (morae of {katakana})")
+        raise WordError(
+            "accent_range",
+            f"accent {nucleus} is outside 0..{word.morae} (morae of {katakana})",
+            accent=str(nucleus),
+            morae=str(word.morae),
+            reading=katakana,
+        )
     return word
 
 

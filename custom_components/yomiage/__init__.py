@@ -40,6 +40,7 @@ from .local_setup import (
 from .remote import WyomingBackend
 from .server_watch import ServerWatch, outdated_issue_id
 from .services import async_register_services
+from .translated_errors import entry_placeholders, translated
 
 __all__ = ["Timing", "YomiageConfigEntry", "YomiageData", "bundle_issue_id"]
 
@@ -120,11 +121,7 @@ async def _async_connect_server(entry: ConfigEntry) -> WyomingBackend:
     try:
         return await WyomingBackend.async_connect(entry.data[CONF_HOST], entry.data[CONF_PORT])
     except YomiageError as err:  # the server may still be starting (add-ons load voices first)
-        raise ConfigEntryNotReady(
-            translation_domain=DOMAIN,
-            translation_key=err.translation_key,
-            translation_placeholders={"message": str(err)},
-        ) from err
+        raise translated(ConfigEntryNotReady, err, **entry_placeholders(entry.data)) from err
 
 
 async def _async_release(hass: HomeAssistant, entry: ConfigEntry, backend: SpeechBackend) -> None:

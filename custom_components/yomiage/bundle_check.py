@@ -18,12 +18,13 @@ from .local_setup import load_engine
 
 
 class BundleCheckError(Exception):
-    """Why a folder cannot be used: an error key of strings.json and its placeholders."""
+    """Why a folder cannot be used: an error key of strings.json and the file its text names;
+    ``problem`` is the engine's English detail, for the log."""
 
     def __init__(self, key: str, file: str = "", problem: str = "") -> None:
-        super().__init__(f"{key}: {file} {problem}".strip())
+        super().__init__(f"{file}: {problem}" if problem else f"{key}: {file}")
         self.key = key
-        self.placeholders = {"file": file, "problem": problem}
+        self.placeholders = {"file": file}
 
 
 @dataclass(frozen=True)

@@ -329,7 +329,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
 
     def _addon_abort(self, err: AddonSetupError) -> ConfigFlowResult:
         _LOGGER.warning("Setting up the %s add-on failed: %s", ADDON_NAME, err)
-        return self.async_abort(reason=err.reason, description_placeholders={"message": str(err)})
+        return self.async_abort(reason=err.reason)
 
     def _require_addon(self) -> YomiageAddon:
         if self._addon is None:
@@ -364,7 +364,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
     ) -> ConfigFlowResult:
         """Host and port of a Yomiage Wyoming server (the add-on, or ``yomiage serve``)."""
         errors: dict[str, str] = {}
-        placeholders = {"address": "", "message": ""}
+        placeholders = {"address": ""}
         if user_input is not None:
             host = str(user_input[CONF_HOST]).strip()
             port = int(user_input[CONF_PORT])
@@ -373,8 +373,9 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
             try:
                 server = await WyomingBackend.async_connect(host, port)
             except YomiageError as err:
+                _LOGGER.warning("No Yomiage server at %s:%s: %s", host, port, err)
                 errors["base"] = err.translation_key
-                placeholders.update(address=f"{host}:{port}", message=str(err))
+                placeholders["address"] = f"{host}:{port}"
             else:
                 return self._create_server_entry(host, port, server.default_voice)
         schema = vol.Schema(
@@ -400,7 +401,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         if addon is not None:
             data[CONF_ADDON] = addon
         return self.async_create_entry(
-            title=f"{ADDON_NAME} add-on" if addon is not None else f"Yomiage {host}",
+            title=f"{ADDON_NAME} app" if addon is not None else f"Yomiage {host}",
             data=data,
             options={CONF_VOICE: default_voice},
         )
@@ -431,13 +432,13 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         try:
             server = await WyomingBackend.async_connect(host, port)
         except YomiageError as err:
+            _LOGGER.warning("The Yomiage server announced at %s:%s: %s", host, port, err)
             return self.async_abort(
-                reason="server_unreachable",
-                description_placeholders={"address": f"{host}:{port}", "message": str(err)},
+                reason="server_unreachable", description_placeholders={"address": f"{host}:{port}"}
             )
         self._discovered = (host, port, server.default_voice)
         self._discovered_addon = addon
-        self.context["title_placeholders"] = {"name": name}
+        self.context["title_placeholders"] = {"name": name, "address": f"{host}:{port}"}
         return self._confirm_discovered(confirm_step, None)
 
     def _confirm_discovered(
@@ -450,10 +451,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self._set_confirm_only()
         return self.async_show_form(
             step_id=step_id,
-            description_placeholders={
-                **self.context["title_placeholders"],
-                "address": f"{host}:{port}",
-            },
+            description_placeholders=self.context["title_placeholders"],
         )
 
     # -- a folder on disk ------------------------------------------------------------------------
@@ -461,7 +459,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         if (detour := await self._async_engine_detour(SOURCE_LOCAL)) is not None:
             return detour
         errors: dict[str, str] = {}
-        placeholders = {"file": "", "problem": "", "config_dir": self.hass.config.config_dir}
+        placeholders = {"file": "", "config_dir": self.hass.config.config_dir}
         if user_input is not None:
             try:
                 path = resolve_bundle_path(self.hass, user_input[CONF_PATH])
@@ -469,8 +467,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
                 self._abort_if_unique_id_configured()
                 summary = await self.hass.async_add_executor_job(probe_bundle, path)
             except BundleCheckError as problem:
-                errors["base"] = problem.key
-                placeholders.update(problem.placeholders)
+                errors["base"] = _describe_failure(problem, placeholders)
             except AbortFlow:
                 raise
             except Exception:
@@ -497,9 +494,12 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self._source = SOURCE_OFFICIAL
         try:
             await self._async_list(DEFAULT_REPO, revision=None, token=None)
-        except FetchError as err:
-            return self.async_abort(
-                reason=err.translation_key, description_placeholders={"message": str(err)}
+        except FetchError as err:  # offline, most likely: say so and let the user try again
+            placeholders = {"repo": DEFAULT_REPO, "revision": ""}
+            return self.async_show_form(
+                step_id=SOURCE_OFFICIAL,
+                errors={"base": _describe_failure(err, placeholders)},
+                description_placeholders=placeholders,
             )
         return await self.async_step_speakers()
 
@@ -512,17 +512,18 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
             return detour
         self._source = SOURCE_HUGGINGFACE
         errors: dict[str, str] = {}
-        placeholders = {"message": ""}
+        placeholders = {"repo": "", "revision": ""}
         if user_input is not None:
+            placeholders["repo"] = user_input[CONF_REPO_ID].strip()
+            placeholders["revision"] = (user_input.get(CONF_REVISION) or "").strip()
             try:
                 await self._async_list(
-                    user_input[CONF_REPO_ID].strip(),
-                    revision=(user_input.get(CONF_REVISION) or "").strip() or None,
+                    placeholders["repo"],
+                    revision=placeholders["revision"] or None,
                     token=(user_input.get(CONF_TOKEN) or "").strip() or None,
                 )
             except FetchError as err:
-                errors["base"] = err.translation_key
-                placeholders["message"] = str(err)
+                errors["base"] = _describe_failure(err, placeholders)
             else:
                 return await self.async_step_speakers()
         fields: dict[vol.Marker, Any] = {vol.Required(CONF_REPO_ID): TextSelector()}
@@ -548,10 +549,9 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         errors: dict[str, str] = {}
         placeholders = {
             "repo": offer.repo_id,
+            "revision": offer.commit,
             "shared_size": _megabytes(offer.download_size([])),
-            "message": "",
             "file": "",
-            "problem": "",
         }
         if self._download_error is not None:  # back here after a failed download: say why
             errors["base"] = _describe_failure(self._download_error, placeholders)
@@ -633,7 +633,8 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         }
         if self._token:
             data[CONF_TOKEN] = self._token
-        title = "Yomiage" if self._source == SOURCE_OFFICIAL else offer.repo_id
+        # The official voices are named by their speakers, other repositories by themselves.
+        title = ", ".join(self._speakers) if self._source == SOURCE_OFFICIAL else offer.repo_id
         return self._create_entry(title, data, self._summary)
 
     async def _async_list(self, repo_id: str, revision: str | None, token: str | None) -> None:
@@ -682,9 +683,10 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
 
 
 def _describe_failure(err: FetchError | BundleCheckError, placeholders: dict[str, str]) -> str:
-    """The error key for a failed download or check; fills in the placeholders its text uses."""
+    """The error key for a failed listing, download or check, its English detail logged; the
+    placeholders its text names (the repository, a file) are the caller's or the check's."""
+    _LOGGER.warning("%s", err)
     if isinstance(err, FetchError):
-        placeholders["message"] = str(err)
         return err.translation_key
     placeholders.update(err.placeholders)
     return err.key
@@ -702,7 +704,7 @@ class YomiageOptionsFlow(OptionsFlow):
         if self.config_entry.data.get(CONF_SOURCE) == SOURCE_WYOMING:
             return await self.async_step_server()
         errors: dict[str, str] = {}
-        placeholders = {"line": "", "problem": "", "about": ""}
+        placeholders = {"about": ""}
         if user_input is not None:
             try:
                 parse_user_words(user_input.get(CONF_USER_DICTIONARY, ""))
@@ -717,9 +719,9 @@ class YomiageOptionsFlow(OptionsFlow):
                 _bundle_voices, self.config_entry.data[CONF_PATH]
             )
         except BundleError as err:
+            _LOGGER.warning("%s", err)
             return self.async_abort(
-                reason="bundle_broken",
-                description_placeholders={"file": err.path, "problem": err.problem},
+                reason="bundle_broken", description_placeholders={"file": err.path}
             )
         placeholders["about"] = about
         schema = self._schema(voices)
@@ -734,15 +736,16 @@ class YomiageOptionsFlow(OptionsFlow):
         engine, threads and words are the server's)."""
         if user_input is not None:
             return self.async_create_entry(data=user_input)
+        address = f"{self.config_entry.data[CONF_HOST]}:{self.config_entry.data[CONF_PORT]}"
         try:
             voices = await self._async_server_voices()
         except YomiageError as err:
+            _LOGGER.warning("%s", err)
             return self.async_abort(
-                reason=err.translation_key, description_placeholders={"message": str(err)}
+                reason=err.translation_key, description_placeholders={"address": address}
             )
         current = synthesis_defaults(self.config_entry.options, voice_choices(voices)[0][0])
         schema = vol.Schema(_synthesis_fields(voices, current))
-        address = f"{self.config_entry.data[CONF_HOST]}:{self.config_entry.data[CONF_PORT]}"
         return self.async_show_form(
             step_id="server", data_schema=schema, description_placeholders={"address": address}
         )

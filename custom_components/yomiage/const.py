@@ -72,7 +72,9 @@ DEFAULT_DEVICE: Final = "auto"
 DEFAULT_THREADS: Final = 0  # 0 = the engine picks (physical cores, within a CPU quota)
 MAX_THREADS: Final = 64
 
-LANGUAGES: Final = ["ja", "ja-JP"]
+# One entry: the pickers list every tag, and Home Assistant accepts only those listed (a second
+# tag, ja-JP, showed "Japanese" twice). Nothing released has stored ja-JP in a pipeline.
+LANGUAGES: Final = ["ja"]
 DEFAULT_LANGUAGE: Final = "ja"
 
 # HACS keeps this folder across updates (hacs.json "persistent_directory"): voices go here.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Final
 
 from .const import (
     CONF_DEVICE,
@@ -25,10 +25,25 @@ def voice_id(speaker: str, style: str) -> str:
     return f"{speaker}/{style}"
 
 
+# Style-Bert-VITS2's emotion styles (those of the JVNV corpus the official voices learnt) in the
+# Japanese that AivisSpeech and a listener use: the voices speak Japanese only, so their labels
+# are Japanese in every UI language. Other names (an AIVMX file's, a user's own) are shown as
+# they are written.
+_STYLE_LABELS: Final = {
+    "Neutral": "ノーマル",
+    "Happy": "喜び",
+    "Sad": "悲しみ",
+    "Angry": "怒り",
+    "Fear": "恐怖",
+    "Surprise": "驚き",
+    "Disgust": "嫌悪",
+}
+
+
 def voice_choices(voices: Mapping[str, list[str]]) -> list[tuple[str, str]]:
     """(id, label) of every speaker × style of a bundle, in bundle order."""
     return [
-        (voice_id(speaker, style), f"{speaker} – {style}")
+        (voice_id(speaker, style), f"{speaker} – {_STYLE_LABELS.get(style, style)}")
         for speaker, styles in voices.items()
         for style in styles
     ]

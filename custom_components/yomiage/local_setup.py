@@ -7,6 +7,7 @@ bundle also raises a repair issue naming the file.
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +27,10 @@ from .entry_options import runtime_settings
 from .local_backend import LocalBackend
 from .local_engine import INSTALL_FAILED, LocalEngineUnavailableError, async_ensure_local_engine
 from .shared_dictionary import shared_dictionary
+from .translated_errors import entry_placeholders, translated
 from .user_words import UserWordsError, parse_user_words
+
+_LOGGER = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -82,11 +86,7 @@ async def async_load_local_backend(hass: HomeAssistant, entry: ConfigEntry) -> L
         await dictionary.async_set(hass, entry.entry_id, words)
     except UserDictionaryError as err:
         await hass.async_add_executor_job(engine.close)
-        raise ConfigEntryError(
-            translation_domain=DOMAIN,
-            translation_key=err.translation_key,
-            translation_placeholders={"message": str(err)},
-        ) from err
+        raise translated(ConfigEntryError, err) from err
     return LocalBackend(hass, engine, dictionary)
 
 
@@ -147,38 +147,26 @@ async def _async_load_engine(hass: HomeAssistant, entry: ConfigEntry) -> Engine:
         )
     except BundleError as err:
         _create_bundle_issue(hass, entry, err)
+        _LOGGER.error("%s cannot be used: %s", err.path, err.problem)
         raise ConfigEntryError(
             translation_domain=DOMAIN,
             translation_key="bundle_broken",
-            translation_placeholders={"file": err.path, "problem": err.problem},
+            translation_placeholders={"file": err.path},
         ) from err
     except DownloadError as err:
-        raise _download_failure(err) from err
+        # A Hub entry whose bundle was incomplete and could not be downloaded again.
+        transient = getattr(err, "reason", "") in TRANSIENT_DOWNLOAD_REASONS
+        error = ConfigEntryNotReady if transient else ConfigEntryError
+        raise translated(error, err, **entry_placeholders(entry.data)) from err
     except DeviceUnavailableError as err:
         # Retrying cannot help: the user has to pick another device in the options.
-        raise ConfigEntryError(
-            translation_domain=DOMAIN,
-            translation_key="device_unavailable",
-            translation_placeholders={"message": str(err)},
-        ) from err
+        raise translated(ConfigEntryError, err) from err
     except (OSError, MemoryError) as err:
         # A disk that is not mounted yet, memory that other add-ons hold: worth another try.
+        _LOGGER.warning("The voices of %s cannot be loaded yet: %r", entry.title, err)
         raise ConfigEntryNotReady(
-            translation_domain=DOMAIN,
-            translation_key="engine_not_ready",
-            translation_placeholders={"message": str(err) or type(err).__name__},
+            translation_domain=DOMAIN, translation_key="engine_not_ready"
         ) from err
-
-
-def _download_failure(err: DownloadError) -> ConfigEntryError | ConfigEntryNotReady:
-    """A Hub entry whose bundle was incomplete and could not be downloaded again."""
-    transient = getattr(err, "reason", "") in TRANSIENT_DOWNLOAD_REASONS
-    error = ConfigEntryNotReady if transient else ConfigEntryError
-    return error(
-        translation_domain=DOMAIN,
-        translation_key=err.translation_key,
-        translation_placeholders={"message": str(err)},
-    )
 
 
 def _create_bundle_issue(hass: HomeAssistant, entry: ConfigEntry, err: BundleError) -> None:
@@ -189,5 +177,5 @@ def _create_bundle_issue(hass: HomeAssistant, entry: ConfigEntry, err: BundleErr
         is_fixable=False,
         severity=ir.IssueSeverity.ERROR,
         translation_key="bundle_broken",
-        translation_placeholders={"title": entry.title, "file": err.path, "problem": err.problem},
+        translation_placeholders={"title": entry.title, "file": err.path},
     )

@@ -50,12 +50,13 @@ CONNECT_TIMEOUT_S: Final = 10.0
 # Between two events of an answer: one long sentence on a slow machine, or text still arriving.
 EVENT_TIMEOUT_S: Final = 120.0
 # Error codes of the server that are the engine's own error keys: translated like local errors.
+# Not invalid_option: the entity checks options itself first, so the server refusing one is a
+# mismatch between the two, a server error (its text names no option).
 ENGINE_ERROR_CODES: Final = frozenset(
     {
         "engine_error",
         "invalid_text",
         "unknown_voice",
-        "invalid_option",
         "bundle_error",
         "device_unavailable",
         "user_dictionary_error",

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from homeassistant.components.tts import TextToSpeechEntity, TtsAudioType, Voice
 from homeassistant.components.tts.entity import TTSAudioRequest
 from homeassistant.core import HomeAssistant, callback
-from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.device_registry import DeviceEntryType, DeviceInfo
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
@@ -24,10 +22,11 @@ from .const import (
     LANGUAGES,
     SUPPORTED_OPTIONS,
 )
-from .engine import SynthesisOptions, YomiageError
+from .engine import SynthesisOptions
 from .engine.audio.wav import wav_file, wav_stream_header
 from .entry_options import synthesis_defaults, voice_choices
 from .services import PREPARING
+from .translated_errors import entry_placeholders, raised_translated
 
 try:  # Home Assistant 2025.7 and later export it from the package
     from homeassistant.components.tts import TTSAudioResponse  # type: ignore[attr-defined]
@@ -52,9 +51,10 @@ async def async_setup_entry(
 class YomiageTTSEntity(TextToSpeechEntity):
     """Speaks Japanese with the voices of one bundle (here or on a Yomiage server)."""
 
-    # A name of its own (not None = the device's): Home Assistant's tts refuses unnamed engines.
-    _attr_has_entity_name = True
-    _attr_translation_key = "speech"
+    # The entity's own name is all that the media browser and the Assist pipeline dialog list,
+    # so it carries Yomiage and the voices' source itself, in no one language (as core's Google
+    # Translate and OpenAI speech entities do): "Yomiage tiny", "Yomiage someone/voices".
+    _attr_has_entity_name = False
     _attr_supported_languages = LANGUAGES
     _attr_default_language = DEFAULT_LANGUAGE
 
@@ -64,6 +64,8 @@ class YomiageTTSEntity(TextToSpeechEntity):
         backend = entry.runtime_data.backend
         self._voices = [Voice(value, label) for value, label in voice_choices(backend.voices)]
         self._attr_unique_id = entry.entry_id
+        self._attr_name = entity_name(entry.title)
+        self._error_placeholders = entry_placeholders(entry.data)
         self._attr_device_info = DeviceInfo(
             identifiers={(DOMAIN, entry.entry_id)},
             name=entry.title,
@@ -113,7 +115,7 @@ class YomiageTTSEntity(TextToSpeechEntity):
     ) -> TtsAudioType:
         """The whole message as one WAV file."""
         synthesis_options = self._synthesis_options(options)
-        with _translated_errors():
+        with raised_translated(**self._error_placeholders):
             piece = await self._data.backend.async_synthesize(message, synthesis_options)
         self._data.timings.append(Timing.of([piece], streamed=False))
         return "wav", wav_file(piece.pcm, piece.sample_rate)
@@ -124,7 +126,8 @@ class YomiageTTSEntity(TextToSpeechEntity):
         synthesis_options = self._synthesis_options(request.options)
         if PREPARING.get():
             synthesis_options[CONF_SMOOTH_START] = False
-        with _translated_errors():  # checks voice and options now, before any audio is promised
+        # Checks voice and options now, before any audio is promised.
+        with raised_translated(**self._error_placeholders):
             pieces = self._data.backend.stream(request.message_gen, synthesis_options)
         return TTSAudioResponse("wav", self._wav_stream(pieces))
 
@@ -136,7 +139,7 @@ class YomiageTTSEntity(TextToSpeechEntity):
             if rate is not None:
                 yield wav_stream_header(rate)
             while True:
-                with _translated_errors():
+                with raised_translated(**self._error_placeholders):
                     piece = await anext(pieces, None)
                 if piece is None:
                     break
@@ -156,19 +159,11 @@ class YomiageTTSEntity(TextToSpeechEntity):
         before the words changed) is spoken with the words in force, like every other."""
         merged = {**self._synthesis_defaults, **options}
         chosen = {name: merged[name] for name in SUPPORTED_OPTIONS if name in merged}
-        with _translated_errors():
+        with raised_translated(**self._error_placeholders):
             checked = SynthesisOptions().with_values(chosen).as_dict()
         return {name: checked[name] for name in chosen}
 
 
-@contextmanager
-def _translated_errors() -> Iterator[None]:
-    """Engine (and server) errors become translated Home Assistant errors."""
-    try:
-        yield
-    except YomiageError as err:
-        raise HomeAssistantError(
-            translation_domain=DOMAIN,
-            translation_key=err.translation_key,
-            translation_placeholders={"message": str(err)},
-        ) from err
+def entity_name(title: str) -> str:
+    """``title`` (the entry's: a folder, a repository, a server) with Yomiage in front."""
+    return title if title.startswith("Yomiage") else f"Yomiage {title}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 from typing import Final
 
-from .engine.text.readings.user_dict import UserDictionary, make_word
+from .engine.text.readings.user_dict import UserDictionary, WordError, make_word
 
 FIELDS: Final = ("surface", "reading", "accent")
 # Japanese keyboards type a full-width comma just as easily.
@@ -18,12 +18,12 @@ _FULL_WIDTH_COMMA: Final = str.maketrans({"，": ","})
 
 class UserWordsError(Exception):
     """A line of the text is not a word: ``key`` is a strings.json error, ``placeholders`` say
-    which line and what is wrong with it."""
+    which line and the fields its text names."""
 
-    def __init__(self, key: str, line: int, problem: str) -> None:
-        super().__init__(f"line {line}: {problem}")
+    def __init__(self, key: str, line: int, detail: str, **values: str) -> None:
+        super().__init__(f"line {line}: {detail}")
         self.key = key
-        self.placeholders = {"line": str(line), "problem": problem}
+        self.placeholders = {"line": str(line), **values}
 
 
 def parse_user_words(text: str) -> UserDictionary:
@@ -34,11 +34,14 @@ def parse_user_words(text: str) -> UserDictionary:
         if fields is None:
             continue
         if len(fields) != len(FIELDS):
-            raise UserWordsError("dictionary_fields", number, str(len(fields)))
+            count = str(len(fields))
+            raise UserWordsError("dictionary_fields", number, f"{count} fields", count=count)
         try:
             words.append(make_word(*fields))
-        except ValueError as err:
-            raise UserWordsError("dictionary_entry", number, str(err)) from None
+        except WordError as err:
+            raise UserWordsError(
+                f"dictionary_{err.problem}", number, str(err), **err.values
+            ) from None
     return UserDictionary(words)
 
 

@@ -73,3 +73,19 @@ class HandFedMessage:
         while (piece := await self.queue.get()) is not None:
             yield piece
         self.finished = True
+
+
+async def shown(
+    hass: HomeAssistant, language: str, key: str, placeholders: dict[str, str] | None
+) -> str:
+    """What the frontend shows for a translation ``key`` (``config.abort.<reason>``,
+    ``exceptions.<key>.message``, ...) in ``language``: its text with the placeholders filled,
+    every one of them given."""
+    from homeassistant.helpers.translation import async_get_translations
+
+    category, _, rest = key.partition(".")
+    texts = await async_get_translations(hass, language, category, {"yomiage"})
+    text = texts[f"component.yomiage.{category}.{rest}"]
+    filled = text.format(**(placeholders or {}))
+    assert "{" not in filled, (key, filled)
+    return filled

@@ -117,7 +117,7 @@ async def test_from_installed_integration_to_speech_by_answering_the_flow(
     result = await install_and_start(hass, await to_speakers(hass), speaker)
 
     assert result["type"] is FlowResultType.CREATE_ENTRY, (result, addon.log.read_text())
-    assert result["title"] == "Yomiage add-on"
+    assert result["title"] == "Yomiage app"
     assert result["data"] == {
         CONF_SOURCE: SOURCE_WYOMING,
         CONF_HOST: "127.0.0.1",
@@ -174,24 +174,28 @@ async def test_each_install_failure_ends_the_flow_with_its_reason_and_undoes_the
     step: str,
     reason: str,
     left_steps: list[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     supervised.refuse[step] = f"the Supervisor says no to {step}"
     result = await install_and_start(hass, await to_speakers(hass), speakers_of(tiny_bundle)[0])
 
     assert (result["type"], result["reason"]) == (FlowResultType.ABORT, reason)
-    assert f"the Supervisor says no to {step}" in result["description_placeholders"]["message"]
+    assert f"the Supervisor says no to {step}" in caplog.text, "its words go to the log"
     assert supervised.steps() == left_steps
     assert not supervised.installed and not supervised.repository_added, "nothing half set up"
     assert not hass.config_entries.async_entries(DOMAIN)
 
 
 async def test_a_refused_start_keeps_the_add_on_for_its_log_and_the_next_try(
-    hass: HomeAssistant, supervised: SupervisorDouble, tiny_bundle: Path
+    hass: HomeAssistant,
+    supervised: SupervisorDouble,
+    tiny_bundle: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     supervised.refuse["start"] = "the Supervisor says no to start"
     result = await install_and_start(hass, await to_speakers(hass), speakers_of(tiny_bundle)[0])
     assert (result["type"], result["reason"]) == (FlowResultType.ABORT, "addon_start_failed")
-    assert "the Supervisor says no to start" in result["description_placeholders"]["message"]
+    assert "the Supervisor says no to start" in caplog.text
     assert supervised.steps() == ADDON_STEPS[:4]
     assert supervised.installed and supervised.options["speakers"] == [speakers_of(tiny_bundle)[0]]
 
@@ -257,13 +261,14 @@ async def test_an_add_on_that_never_answers_ends_the_flow_in_time(
     tiny_bundle: Path,
     hub: FakeHub,
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setattr(yomiage_supervisor, "START_TIMEOUT_S", 0.0)  # the wait, cut to nothing
     with SupervisorDouble(StuckAddon(), start_wait_s=0) as double:
         supervisor_at(hass, double)
         result = await install_and_start(hass, await to_speakers(hass), speakers_of(tiny_bundle)[0])
         assert (result["type"], result["reason"]) == (FlowResultType.ABORT, "addon_no_answer")
-        assert "did not answer within 0 min" in result["description_placeholders"]["message"]
+        assert "did not answer within 0 min" in caplog.text
         assert double.installed and double.state == "startup"
 
 

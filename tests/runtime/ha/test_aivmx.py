@@ -39,14 +39,14 @@ async def test_a_folder_of_aivmx_files_beside_a_bundle_speaks(
     folder.mkdir()
     shutil.copyfile(AIVMX, folder / AIVMX.name)
     entry = await _aivis_entry(hass, folder)
-    entity_id = "tts.aivis_speech"
+    entity_id = "tts.yomiage_aivis"
     entity = hass.data[tts.DATA_COMPONENT].get_entity(entity_id)
     assert entity is not None
     voices = entity.async_get_supported_voices("ja")
     assert [(v.voice_id, v.name) for v in voices] == [
         ("tiny-a/ノーマル", "tiny-a – ノーマル"),
-        ("tiny-a/Happy", "tiny-a – Happy"),
-        ("tiny-a/Sad", "tiny-a – Sad"),
+        ("tiny-a/Happy", "tiny-a – 喜び"),
+        ("tiny-a/Sad", "tiny-a – 悲しみ"),
     ]
     media_id = tts.generate_media_source_id(
         hass,

@@ -27,7 +27,7 @@ from custom_components.yomiage.const import (
 from custom_components.yomiage.engine.text.readings.user_dict import UserDictionary
 
 from ..voice_files import BROKEN, SPEAKER_DIR
-from .common import SPEAKERS, engine_of
+from .common import SPEAKERS, engine_of, shown
 
 
 async def _local_form(hass: HomeAssistant) -> str:
@@ -121,14 +121,16 @@ async def test_missing_file_is_named(
 
 
 async def test_broken_graph_is_named(
-    hass: HomeAssistant, bundle_dir: Path, first_speaker: Path
+    hass: HomeAssistant, bundle_dir: Path, first_speaker: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The form names the file in the user's language; onnxruntime's words go to the log."""
     (first_speaker / "synthesizer.onnx").write_bytes(b"this is not an onnx graph" * 10)
     result = await _submit_path(hass, str(bundle_dir))
     assert result["errors"] == {"base": "broken_graph"}
-    placeholders = result["description_placeholders"]
-    assert placeholders["file"] == str((first_speaker / "synthesizer.onnx").relative_to(bundle_dir))
-    assert placeholders["problem"]
+    graph = str((first_speaker / "synthesizer.onnx").relative_to(bundle_dir))
+    text = await shown(hass, "ja", "config.error.broken_graph", result["description_placeholders"])
+    assert text.startswith(f"{graph} を読み込めません")
+    assert re.search(rf"{re.escape(graph)}: .+", caplog.text), "the engine's detail is logged"
 
 
 @pytest.mark.parametrize(
@@ -142,17 +144,22 @@ async def test_broken_graph_is_named(
     ],
 )
 async def test_a_voice_that_does_not_fit_is_refused_with_what_does_not_fit(
-    hass: HomeAssistant, config_dir: Path, tiny_bundle: Path, defect: str, error: str
+    hass: HomeAssistant,
+    config_dir: Path,
+    tiny_bundle: Path,
+    defect: str,
+    error: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Style-Bert-VITS2's converter's graph with one defect: the form names the file and the
-    engine's one line, before any entry exists."""
+    """Style-Bert-VITS2's converter's graph with one defect: the form names the file, the log
+    has the engine's one line, before any entry exists."""
     bundle = BROKEN[defect].bundle(tiny_bundle, config_dir / "voices" / "sbv2")
     result = await _submit_path(hass, str(bundle))
     assert result["type"] is FlowResultType.FORM
     assert result["errors"] == {"base": error}
     placeholders = result["description_placeholders"]
     assert placeholders["file"] == str(SPEAKER_DIR / "synthesizer.onnx")
-    assert re.search(BROKEN[defect].message.partition(": ")[2], placeholders["problem"])
+    assert re.search(BROKEN[defect].message.partition(": ")[2], caplog.text)
     assert not hass.config_entries.async_entries(DOMAIN)
 
 

@@ -30,7 +30,7 @@ from custom_components.yomiage.diagnostics import async_get_config_entry_diagnos
 from custom_components.yomiage.engine.hub.download import DEFAULT_REPO
 
 from ..fakehub import FakeHub, FakeRepo
-from .common import PRIVATE, SPEAKERS, TOKEN, engine_of
+from .common import PRIVATE, SPEAKERS, TOKEN, engine_of, shown
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ async def test_official_voices_download_the_chosen_speaker(
     result = await _download(hass, result["flow_id"], [speakers[-1]])
     assert result["type"] is FlowResultType.CREATE_ENTRY, result
     folder = models_dir / DEFAULT_REPO.replace("/", "--")
-    assert result["title"] == "Yomiage"
+    assert result["title"] == speakers[-1], "the official voices are named by their speakers"
     assert result["data"] == {
         CONF_SOURCE: SOURCE_OFFICIAL,
         CONF_PATH: str(folder),
@@ -134,7 +134,8 @@ async def test_private_repository_needs_its_token(
     result = await hass.config_entries.flow.async_configure(flow_id, {CONF_REPO_ID: PRIVATE})
     assert result["type"] is FlowResultType.FORM
     assert result["errors"]["base"] in {"download_unknown_repo", "download_unauthorized"}
-    assert PRIVATE in result["description_placeholders"]["message"]
+    error = f"config.error.{result['errors']['base']}"
+    assert PRIVATE in await shown(hass, "ja", error, result["description_placeholders"])
 
     result = await hass.config_entries.flow.async_configure(
         flow_id, {CONF_REPO_ID: f" {PRIVATE} ", CONF_TOKEN: TOKEN}
@@ -157,13 +158,22 @@ async def test_private_repository_needs_its_token(
     ],
 )
 async def test_repository_errors_are_shown_in_the_form(
-    hass: HomeAssistant, hub: FakeHub, user_input: dict[str, str], error: str
+    hass: HomeAssistant,
+    hub: FakeHub,
+    user_input: dict[str, str],
+    error: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """The form names the repository (and revision) in the user's language; the Hub's own
+    words go to the log."""
     result = await _menu(hass, SOURCE_HUGGINGFACE)
     result = await hass.config_entries.flow.async_configure(result["flow_id"], user_input)
     assert result["type"] is FlowResultType.FORM
     assert result["errors"] == {"base": error}
-    assert result["description_placeholders"]["message"]
+    text = await shown(hass, "ja", f"config.error.{error}", result["description_placeholders"])
+    assert user_input[CONF_REPO_ID] in text
+    assert user_input.get(CONF_REVISION, "") in text
+    assert user_input[CONF_REPO_ID] in caplog.text
 
 
 async def test_repository_without_the_bundle_layout(
@@ -181,7 +191,11 @@ async def test_repository_without_the_bundle_layout(
 
 
 async def test_interrupted_download_continues_on_the_next_try(
-    hass: HomeAssistant, hub: FakeHub, models_dir: Path, speakers: list[str]
+    hass: HomeAssistant,
+    hub: FakeHub,
+    models_dir: Path,
+    speakers: list[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     graph = f"{SPEAKERS.as_posix()}/{speakers[0]}/synthesizer.onnx"
     hub.cut_next(DEFAULT_REPO, graph, after_bytes=40_000)
@@ -191,7 +205,7 @@ async def test_interrupted_download_continues_on_the_next_try(
     result = await _download(hass, flow_id, speakers[:1])
     assert result["type"] is FlowResultType.FORM and result["step_id"] == "speakers"
     assert result["errors"] == {"base": "download_interrupted"}
-    assert graph in result["description_placeholders"]["message"]
+    assert graph in caplog.text, "the file that broke off is in the log"
 
     result = await _download(hass, flow_id, speakers[:1])
     assert result["type"] is FlowResultType.CREATE_ENTRY, result
@@ -200,13 +214,21 @@ async def test_interrupted_download_continues_on_the_next_try(
     await hass.async_block_till_done()
 
 
-async def test_official_voices_offline_abort(
-    hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch, socket_enabled: None
+async def test_official_voices_offline_say_why_and_try_again_on_submit(
+    hass: HomeAssistant, hub: FakeHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """No network: the flow says so in the user's language and stays open; once the Hub
+    answers again, submitting goes on to the speakers."""
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
     result = await _menu(hass, SOURCE_OFFICIAL)
-    assert result["type"] is FlowResultType.ABORT
-    assert result["reason"] == "download_offline"
+    assert (result["type"], result["step_id"]) == (FlowResultType.FORM, SOURCE_OFFICIAL)
+    assert result["errors"] == {"base": "download_offline"}
+    text = await shown(hass, "ja", "config.error.download_offline", None)
+    assert "接続できません" in text and "Errno" not in text
+
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    result = await hass.config_entries.flow.async_configure(result["flow_id"], {})
+    assert (result["type"], result["step_id"]) == (FlowResultType.FORM, "speakers")
 
 
 async def test_incomplete_download_is_fetched_again_at_setup(

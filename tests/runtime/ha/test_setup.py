@@ -74,7 +74,8 @@ async def test_service_device_and_entity(
     assert (DOMAIN, loaded_entry.entry_id) in device.identifiers
     assert device.entry_type is dr.DeviceEntryType.SERVICE
     assert device.name == "tiny"
-    assert entity_id == "tts.tiny_speech"
+    assert entity_id == "tts.yomiage_tiny"
+    assert hass.states.get(entity_id).name == "Yomiage tiny"
     assert hass.states.get(entity_id) is not None
 
 

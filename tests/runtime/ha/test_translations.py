@@ -6,16 +6,22 @@ and abort reasons render markdown and may use it. The actions have icons."""
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.ui_text import english_words
+
 INTEGRATION = Path(__file__).resolve().parents[3] / "custom_components" / "yomiage"
 LANGUAGES = ["strings.json", "translations/en.json", "translations/ja.json"]
 LABEL_WIDTH = 28  # full-width characters a menu label shows in the desktop dialog
+# Names, units and identifiers the Japanese texts write in Latin letters, as Home Assistant's
+# own Japanese translations do (products, file and folder names, option and action names).
 
 
 def _width(text: str) -> float:
@@ -53,3 +59,26 @@ def test_every_action_has_an_icon() -> None:
     icons = json.loads((INTEGRATION / "icons.json").read_text(encoding="utf-8"))
     assert set(icons["services"]) == set(services)
     assert all(entry["service"].startswith("mdi:") for entry in icons["services"].values())
+
+
+@pytest.mark.parametrize("name", LANGUAGES)
+def test_placeholders_name_data_never_an_english_message(name: str) -> None:
+    """An error's own sentence (English, from the engine, the Hub or the Supervisor) goes to the
+    log: a translated text names only data such as a file, an address or a line."""
+    text = json.dumps(_strings(name), ensure_ascii=False)
+    assert not re.findall(r"\{(message|problem|error|reason)\}", text)
+
+
+def _texts(tree: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from _texts(value, f"{path}.{key}" if path else key)
+    elif isinstance(tree, str):
+        yield path, tree
+
+
+def test_the_japanese_texts_are_japanese() -> None:
+    """Latin words in the Japanese texts are names (Yomiage, Hugging Face Hub, /share) and
+    commands, never English sentences left untranslated."""
+    for key, text in _texts(_strings("translations/ja.json")):
+        assert not english_words(text), (key, sorted(english_words(text)), text)

@@ -25,13 +25,14 @@ from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 from custom_components.yomiage.const import CONF_USER_DICTIONARY, DOMAIN, OPTION_DICTIONARY
 from custom_components.yomiage.engine.text.readings import user_dict
 from custom_components.yomiage.engine.text.readings.user_dict import (
+    WORD_PROBLEMS,
     UserDictionary,
     UserDictionaryError,
 )
 from custom_components.yomiage.shared_dictionary import shared_dictionary
 from custom_components.yomiage.user_words import parse_user_words
 
-from .common import engine_of
+from .common import engine_of, shown
 
 INTEGRATION = Path(__file__).resolve().parents[3] / "custom_components" / DOMAIN
 TEXT = "読上です。"
@@ -102,30 +103,34 @@ async def test_words_change_the_reading_the_audio_and_the_cache_key(
 
 
 @pytest.mark.parametrize(
-    ("text", "key", "line", "problem"),
+    ("text", "key", "shown_ja"),
     [
-        ("読上,ヨミアゲ,0\n読上,yomiage,0", "dictionary_entry", "2", "not katakana"),
-        ("# comment\n\n読上,ヨミアゲ", "dictionary_fields", "3", "2"),
-        ("読上,ヨミアゲ,0,1", "dictionary_fields", "1", "4"),
-        ("読上，ヨミアゲ，5", "dictionary_entry", "1", "outside 0..4"),  # full-width commas
-        ("読上,ヨミアゲ,flat", "dictionary_entry", "1", "not a whole number"),
-        (",ヨミアゲ,0", "dictionary_entry", "1", "empty surface"),
+        ("読上,ヨミアゲ,0\n読上,yomiage,0", "dictionary_reading", "2 行目：読み「yomiage」"),
+        ("# comment\n\n読上,ヨミアゲ", "dictionary_fields", "3 行目：一語には"),
+        ("読上,ヨミアゲ,0,1", "dictionary_fields", "この行は 4 個"),
+        ("読上，ヨミアゲ，5", "dictionary_accent_range", "0〜4（「ヨミアゲ」"),  # full-width commas
+        ("読上,ヨミアゲ,flat", "dictionary_accent_number", "アクセント「flat」"),
+        (",ヨミアゲ,0", "dictionary_empty_surface", "1 行目：表記が空です"),
+        ("読 上,ヨミアゲ,0", "dictionary_surface_characters", "表記「読 上」"),
+        ("読上Yomi,ヨミアゲ,0", "dictionary_surface_mixed", "表記「読上Yomi」"),
     ],
 )
-async def test_bad_lines_are_refused_naming_the_line(
+async def test_bad_lines_are_refused_naming_the_line_and_the_problem(
     hass: HomeAssistant,
     loaded_entry: MockConfigEntry,
     text: str,
     key: str,
-    line: str,
-    problem: str,
+    shown_ja: str,
 ) -> None:
+    """Each rule a line breaks has its own text, naming the line and the field, in the user's
+    language."""
     engine = engine_of(loaded_entry)
     result = await _save_words(hass, loaded_entry, text)
     assert result["type"] is FlowResultType.FORM
     assert result["errors"] == {CONF_USER_DICTIONARY: key}
-    assert result["description_placeholders"]["line"] == line
-    assert problem in result["description_placeholders"]["problem"]
+    placeholders = result["description_placeholders"]
+    assert shown_ja in await shown(hass, "ja", f"options.error.{key}", placeholders)
+    await shown(hass, "en", f"options.error.{key}", placeholders)
     words_field = next(k for k in result["data_schema"].schema if k == CONF_USER_DICTIONARY)
     assert words_field.description == {"suggested_value": text}, "what the user typed stays"
     assert CONF_USER_DICTIONARY not in loaded_entry.options
@@ -135,15 +140,13 @@ async def test_bad_lines_are_refused_naming_the_line(
 def test_dictionary_errors_are_translated() -> None:
     for name in ("strings.json", "translations/en.json", "translations/ja.json"):
         strings = json.loads((INTEGRATION / name).read_text(encoding="utf-8"))
-        for key in ("dictionary_fields", "dictionary_entry"):
-            message = strings["options"]["error"][key]
-            assert "{line}" in message and "{problem}" in message, (name, key)
+        for key in ("fields", *WORD_PROBLEMS):
+            assert "{line}" in strings["options"]["error"][f"dictionary_{key}"], (name, key)
         init = strings["options"]["step"]["init"]
         assert init["data"][CONF_USER_DICTIONARY] and init["data_description"][CONF_USER_DICTIONARY]
         exceptions = strings["exceptions"]
-        assert "{message}" in exceptions[UserDictionaryError.translation_key]["message"], name
-        invalid = exceptions["user_dictionary_invalid"]["message"]
-        assert "{line}" in invalid and "{problem}" in invalid, name
+        assert exceptions[UserDictionaryError.translation_key]["message"], name
+        assert "{line}" in exceptions["user_dictionary_invalid"]["message"], name
 
 
 async def test_a_request_prepared_before_the_words_changed_is_spoken_with_them(
@@ -188,18 +191,23 @@ async def test_every_local_entry_brings_its_words(hass: HomeAssistant) -> None:
 
 
 async def test_a_dictionary_that_cannot_be_applied_fails_setup(
-    hass: HomeAssistant, mock_entry: MockConfigEntry
+    hass: HomeAssistant, mock_entry: MockConfigEntry, caplog: pytest.LogCaptureFixture
 ) -> None:
     hass.config_entries.async_update_entry(mock_entry, options={CONF_USER_DICTIONARY: WORDS})
     broken = UserDictionaryError("/tmp/user.dic: OpenJTalk could not compile it (disk full)")
     with patch.object(UserDictionary, "apply", side_effect=broken):
         assert not await hass.config_entries.async_setup(mock_entry.entry_id)
     assert mock_entry.state is ConfigEntryState.SETUP_ERROR
-    assert mock_entry.reason == f"The user dictionary cannot be used: {broken}"
+    # The entry's reason in the user's words, OpenJTalk's in the log (Home Assistant 2025.4
+    # drops the reason's last full stop).
+    expected = await shown(hass, "en", "exceptions.user_dictionary_error.message", None)
+    assert mock_entry.reason is not None
+    assert mock_entry.reason.rstrip(".") == expected.rstrip(".")
+    assert str(broken) in caplog.text
 
 
 async def test_saved_words_the_rules_now_refuse_fail_setup_naming_the_line(
-    hass: HomeAssistant, mock_entry: MockConfigEntry
+    hass: HomeAssistant, mock_entry: MockConfigEntry, caplog: pytest.LogCaptureFixture
 ) -> None:
     hass.config_entries.async_update_entry(
         mock_entry, options={CONF_USER_DICTIONARY: "読上,ヨミアゲ,0\n読上,ヨミアゲ,9"}
@@ -207,7 +215,9 @@ async def test_saved_words_the_rules_now_refuse_fail_setup_naming_the_line(
     assert not await hass.config_entries.async_setup(mock_entry.entry_id)
     assert mock_entry.state is ConfigEntryState.SETUP_ERROR
     assert mock_entry.reason is not None
-    assert mock_entry.reason.startswith("The user dictionary has an error on line 2: accent 9")
+    expected = await shown(hass, "en", "exceptions.user_dictionary_invalid.message", {"line": "2"})
+    assert mock_entry.reason.rstrip(".") == expected.rstrip(".")
+    assert "line 2" in caplog.text
 
 
 async def test_diagnostics_show_the_fingerprint_not_the_words(

@@ -63,7 +63,7 @@ from custom_components.yomiage.tts import YomiageTTSEntity
 from yomiage.discovery import service_info
 
 from ..wav import read_wav
-from .common import HandFedMessage, speak_on_player
+from .common import HandFedMessage, shown, speak_on_player
 from .no_engine import Installs, block_native_modules, fake_installs, past_install
 
 HOST = "127.0.0.1"
@@ -332,7 +332,7 @@ async def test_refused_requests_raise_translated_errors(
     with pytest.raises(HomeAssistantError) as caught:
         await entity.async_get_tts_audio(message, "ja", options)
     assert (caught.value.translation_domain, caught.value.translation_key) == (DOMAIN, key)
-    assert caught.value.translation_placeholders["message"]
+    await shown(hass, "ja", f"exceptions.{key}.message", caught.value.translation_placeholders)
     extension, data = await _audio(hass, entity.entity_id, "大丈夫です。", {})
     assert extension == "wav" and any(_pcm_of(data)), "the next request is served"
 
@@ -425,22 +425,26 @@ async def test_a_bad_option_fails_as_on_a_local_entry(
     server_port: int,
     options: dict[str, Any],
     problem: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     await _add_server(hass, server_port)
     with pytest.raises(HomeAssistantError) as caught:
         await _entity(hass).async_get_tts_audio("こんにちは。", "ja", options)
     assert caught.value.translation_key == "invalid_option"
-    assert problem in caught.value.translation_placeholders["message"]
+    assert problem in caplog.text
 
 
 async def test_a_server_that_is_gone(
-    hass: HomeAssistant, installs: Installs, server_port: int
+    hass: HomeAssistant, installs: Installs, server_port: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     closed = _closed_port()
     entry = await _add_server(hass, closed)
     assert entry.state is ConfigEntryState.SETUP_RETRY
     assert entry.reason is not None
-    assert entry.reason.startswith(f"Cannot reach the Yomiage server: cannot connect to {HOST}")
+    address = {"address": f"{HOST}:{closed}"}
+    expected = await shown(hass, "en", "exceptions.server_unreachable.message", address)
+    assert entry.reason.rstrip(".") == expected.rstrip(".")  # 2025.4 drops the full stop
+    assert f"cannot connect to {HOST}" in caplog.text
 
     loaded = await _add_server(hass, server_port)
     assert loaded.state is ConfigEntryState.LOADED
@@ -520,7 +524,7 @@ async def _serving(program: str) -> AsyncIterator[int]:
 
 
 async def test_the_flow_refuses_a_wyoming_server_that_is_not_yomiage(
-    hass: HomeAssistant, installs: Installs
+    hass: HomeAssistant, installs: Installs, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with _serving("piper") as port:
         result = await hass.config_entries.flow.async_init(
@@ -533,19 +537,24 @@ async def test_the_flow_refuses_a_wyoming_server_that_is_not_yomiage(
             result["flow_id"], {CONF_HOST: HOST, CONF_PORT: port}
         )
     assert result["errors"] == {"base": "not_yomiage_server"}
-    assert "piper" in result["description_placeholders"]["message"]
+    text = await shown(
+        hass, "ja", "config.error.not_yomiage_server", result["description_placeholders"]
+    )
+    assert text == f"{HOST}:{port} は応答しましたが、Yomiage サーバーではありません。"
+    assert "piper" in caplog.text, "what it offers instead is in the log"
 
 
-async def test_a_server_that_hangs_up_mid_answer(hass: HomeAssistant, installs: Installs) -> None:
+async def test_a_server_that_hangs_up_mid_answer(
+    hass: HomeAssistant, installs: Installs, caplog: pytest.LogCaptureFixture
+) -> None:
     async with _serving("yomiage") as port:
         entry = await _add_server(hass, port)
         assert entry.state is ConfigEntryState.LOADED
         with pytest.raises(HomeAssistantError) as caught:
             await _entity(hass).async_get_tts_audio("こんにちは。", "ja", {})
     assert caught.value.translation_key == "server_unreachable"
-    assert (
-        caught.value.translation_placeholders["message"] == f"{HOST}:{port} closed the connection"
-    )
+    assert caught.value.translation_placeholders == {"address": f"{HOST}:{port}"}
+    assert f"{HOST}:{port} closed the connection" in caplog.text
 
 
 async def test_options_choose_the_voice_and_synthesis_options_requests_carry(

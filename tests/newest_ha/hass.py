@@ -9,6 +9,7 @@ HTTP to it on 127.0.0.1, as a browser would.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import urllib.error
@@ -21,6 +22,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NEWEST_VENV = "/opt/newest-ha"  # inside .ha-current (scripts/setup)
 LOCK = REPO_ROOT / "requirements" / "newest-ha.txt"
+TINY_BUNDLE = REPO_ROOT / "tests" / "fixtures" / "bundle-tiny"
 RESTART_EXIT_CODE = 100  # hass exits with it to be restarted (by systemd, Docker: here, by us)
 START_TIMEOUT_S = 180
 
@@ -42,6 +44,7 @@ class Hass:
     allow_installs: bool = False  # scripts/bump-newest-ha: let Home Assistant reach the registry
     process: subprocess.Popen[bytes] | None = None
     token: str = ""
+    tokens: dict[str, Any] = field(default_factory=dict)  # the owner's, as the frontend keeps them
     starts: int = field(default=0)
 
     @property
@@ -52,7 +55,9 @@ class Hass:
         # Without the registry's certificate Home Assistant cannot install anything: every
         # package it asks for must already be in the locked venv.
         cert = "SSL_CERT_FILE=/etc/host-ca.crt " if self.allow_installs else ""
-        command = f'{cert}exec {NEWEST_VENV}/bin/hass -c "$0"'
+        # The port as a fresh install takes it (configuration.yaml's http: would be a change the
+        # frontend asks the owner to confirm, in a dialog over every page).
+        command = f'{cert}SETUP_PORT={self.port} exec {NEWEST_VENV}/bin/hass -c "$0"'
         log = (self.config_dir / f"stdout-{self.starts}.log").open("wb")
         self.process = subprocess.Popen(
             [str(REPO_ROOT / "scripts" / "chroot"), ".ha-current", "--setup",
@@ -125,9 +130,13 @@ class Hass:
             kind = response.headers.get_content_type()
         return json.loads(raw) if kind == "application/json" else raw
 
+    @property
+    def client_id(self) -> str:
+        return self.base_url + "/"
+
     def onboard(self) -> None:
         """The onboarding pages' calls: owner account, login, location, analytics, done."""
-        client_id = self.base_url + "/"
+        client_id = self.client_id
         user = self.request(
             "POST",
             "/api/onboarding/users",
@@ -142,7 +151,7 @@ class Hass:
                   "client_id": client_id},
             auth=False,
         )  # fmt: skip
-        self.token = tokens["access_token"]
+        self.tokens, self.token = tokens, tokens["access_token"]
         self.request("POST", "/api/onboarding/core_config", {})
         self.request("POST", "/api/onboarding/analytics", {})
         self.request(
@@ -160,3 +169,13 @@ class Hass:
             time.sleep(1)
             result = self.request("GET", f"/api/config/config_entries/flow/{flow_id}")
         return result
+
+
+def our_problems(log: str) -> list[str]:
+    """Errors logged by our code, and blocking calls Home Assistant detected in it."""
+    problems = []
+    for line in log.splitlines():
+        blocking = "Detected blocking call" in line and "custom_components/yomiage" in line
+        if blocking or re.search(r"\b(ERROR|CRITICAL)\b.*\[custom_components\.yomiage", line):
+            problems.append(line)
+    return problems

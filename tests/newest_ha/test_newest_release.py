@@ -6,53 +6,14 @@ and no blocking call from our code. The pytest plugin trails releases; this does
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
+from .hass import RESTART_EXIT_CODE, Hass, our_problems, pinned_version
 
-from tests.runtime.wyoming.addon import free_port
-
-from .hass import REPO_ROOT, RESTART_EXIT_CODE, Hass, pinned_version
-
-TINY_BUNDLE = REPO_ROOT / "tests" / "fixtures" / "bundle-tiny"
 FIRST = "おはようございます。今日は晴れ、最高気温は十八度です。"
 AFTER_RESTART = "再起動のあとも、声はそのままです。"
-
-
-@pytest.fixture(autouse=True)
-def _loopback_sockets(socket_enabled: None) -> None:
-    """The Home Assistant plugin blocks sockets; this test talks to a real hass on 127.0.0.1."""
-
-
-@pytest.fixture
-def hass_process(request: pytest.FixtureRequest) -> Iterator[Hass]:
-    # Under the repository: scripts/chroot binds it at the same path, so hass sees this folder.
-    (REPO_ROOT / ".cache").mkdir(exist_ok=True)
-    config = Path(tempfile.mkdtemp(prefix="newest-ha-", dir=REPO_ROOT / ".cache"))
-    port = free_port()
-    (config / "configuration.yaml").write_text(
-        f"http:\n  server_port: {port}\n"
-        "logger:\n  default: warning\n  logs:\n"
-        "    custom_components.yomiage: debug\n    homeassistant.components.tts: debug\n"
-    )
-    shutil.copytree(REPO_ROOT / "custom_components" / "yomiage",
-                    config / "custom_components" / "yomiage")  # fmt: skip
-    shutil.copytree(TINY_BUNDLE, config / "voices" / "tiny")
-    hass = Hass(config, port, allow_installs=request.config.getoption("--allow-installs"))
-    try:
-        yield hass
-    finally:
-        hass.stop()
-        print(hass.log()[-8000:])  # shown by pytest when the test fails
-        if not os.environ.get("KEEP"):
-            shutil.rmtree(config, ignore_errors=True)
 
 
 def duration_s(audio: bytes) -> float:
@@ -87,16 +48,6 @@ def add_local_folder(hass: Hass) -> dict[str, Any]:
     done = hass.flow_step(flow["flow_id"], {"path": "voices/tiny"})
     assert done["type"] == "create_entry", done
     return done
-
-
-def our_problems(log: str) -> list[str]:
-    """Errors logged by our code, and blocking calls Home Assistant detected in it."""
-    problems = []
-    for line in log.splitlines():
-        blocking = "Detected blocking call" in line and "custom_components/yomiage" in line
-        if blocking or re.search(r"\b(ERROR|CRITICAL)\b.*\[custom_components\.yomiage", line):
-            problems.append(line)
-    return problems
 
 
 def test_newest_release_end_to_end(hass_process: Hass) -> None:

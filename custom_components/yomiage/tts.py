@@ -66,9 +66,11 @@ class YomiageTTSEntity(TextToSpeechEntity):
         self._attr_unique_id = entry.entry_id
         self._attr_name = entity_name(entry.title)
         self._error_placeholders = entry_placeholders(entry.data)
+        # The device under the entity's own name: Home Assistant 2026.10 and later put the
+        # device's name before an entity's in its id unless the entity's name starts with it.
         self._attr_device_info = DeviceInfo(
             identifiers={(DOMAIN, entry.entry_id)},
-            name=entry.title,
+            name=self._attr_name,
             manufacturer="Yomiage",
             model="Style-Bert-VITS2 JP-Extra",
             entry_type=DeviceEntryType.SERVICE,

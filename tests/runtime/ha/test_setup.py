@@ -73,7 +73,7 @@ async def test_service_device_and_entity(
     assert device is not None
     assert (DOMAIN, loaded_entry.entry_id) in device.identifiers
     assert device.entry_type is dr.DeviceEntryType.SERVICE
-    assert device.name == "tiny"
+    assert device.name == "Yomiage tiny"
     assert entity_id == "tts.yomiage_tiny"
     assert hass.states.get(entity_id).name == "Yomiage tiny"
     assert hass.states.get(entity_id) is not None

@@ -199,10 +199,10 @@ def test_frame_rate_convolutions_lift_only_in_a_graph_without_upsampling() -> No
     )
 
 
-def test_frame_rate_convolutions_lift_where_the_blocks_hold_eight_floats() -> None:
+def test_frame_rate_convolutions_lift_wherever_there_are_blocked_kernels() -> None:
     assert frame_rate_lift_pays(AVX2_BLOCK)
-    assert not frame_rate_lift_pays(16)  # AVX-512: the 1-D kernels were as fast
-    assert not frame_rate_lift_pays(0)  # no blocked kernels at all
+    assert frame_rate_lift_pays(16)  # AVX-512
+    assert not frame_rate_lift_pays(0)  # the 1-D kernels are all there is
 
 
 def test_weight_read_elsewhere_keeps_its_shape_and_is_unsqueezed() -> None:

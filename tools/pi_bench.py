@@ -1,5 +1,5 @@
 """The slow box: Yomiage and hayakoe under one Linux CPU cap, calibrated each run so that hayakoe
-speaks the short text at its Raspberry Pi 4B speed (0.30x real time).
+speaks the short text at its Raspberry Pi 4B speed (0.26-0.30x real time).
 
     .venv-tools/bin/python -m tools.pi_bench [--reps 3] [--threads N] [--out bench-out/pi]
 
@@ -9,19 +9,21 @@ Pi, so that what a listener hears there (the wait for first audio, the gaps whil
 is not ready) can be measured here. ARM itself is checked apart (tests/arm64).
 
 Yomiage's graph cache is prepared first, uncapped (its first start ever is not what is measured
-here). The cap: one hayakoe process, its cap changed until the short text runs at 0.30 +- 0.04x
-real time. Then, repetition by repetition, the engines alternating, each in a fresh process that
-starts and loads inside the cap: two Assist replies as an LLM writes them (a few characters at a
-time; hayakoe takes whole text) to their first speech, one of them with a long first sentence;
-the Assist reply and the long text (an eight-sentence announcement) handed over whole, as Home
-Assistant hands a message it has whole, streamed to their end (first audio, first speech past a
-smooth start's lead, the playback waits a player starting with the first piece would hear, the
-time to the last piece); and the 3-sentence text synthesised (speed factor, CPU seconds per
-audio second). After each repetition, a prepared message played: Home Assistant's own test of it
-(tests/runtime/ha/test_prepare.py) started and run in the cap, which times ``tts.speak`` to the
-player's first bytes from the cache; beside it, the peer's first audio of the announcement, which
-it can only synthesize when it is played. Last, Yomiage's roofline of the 3-sentence text in the
-cap (tools/roofline.py). Needs root. Written to the output folder: pi.json, pi.md.
+here). The cap: one hayakoe process, its cap changed until the short text runs at 0.28 +- 0.02x real
+time; at that cap the same process then speaks each of the benchmark's texts once, whose speeds say
+how much harsher a calibration on a longer text would be. Then, repetition by repetition, the
+engines alternating, each in a fresh process that starts and loads inside the cap: two Assist
+replies as an LLM writes them (a few characters at a time; hayakoe takes whole text) to their first
+speech, one of them with a long first sentence; the Assist reply and the long text (an
+eight-sentence announcement) handed over whole, as Home Assistant hands a message it has whole,
+streamed to their end (first audio, first speech past a smooth start's lead, the playback waits a
+player starting with the first piece would hear, the time to the last piece); and the 3-sentence
+text synthesised (speed factor, CPU seconds per audio second). After each repetition, a prepared
+message played: Home Assistant's own test of it (tests/runtime/ha/test_prepare.py) started and run
+in the cap, which times ``tts.speak`` to the player's first bytes from the cache; beside it, the
+peer's first audio of the announcement, which it can only synthesize when it is played. Last,
+Yomiage's roofline of the 3-sentence text in the cap (tools/roofline.py). Needs root. Written to the
+output folder: pi.json, pi.md.
 
 Yomiage takes as many threads as the cap grants whole CPUs (engine/onnx/cores.py: one here), as
 it would in a container with a CPU limit; a Pi has no such limit and runs one thread per core,
@@ -59,9 +61,12 @@ from .bench import (
 )
 from .cpu_cap import CpuCap, CpuCapError
 
-PI_SPEED = 0.30  # hayakoe 1.3.1 on a Raspberry Pi 4B, x real time (the brief's figure)
-PI_TOLERANCE = 0.04
+# hayakoe 1.3.1 on a Raspberry Pi 4B is 0.3x real time (the brief's figure); issue 40 asks for
+# first audio under a cap where it speaks one sentence at 0.26-0.30x.
+PI_SPEED = 0.28
+PI_TOLERANCE = 0.02
 CALIBRATION_TEXT = "short"
+SPEED_TEXTS = ("short", "medium", "long")  # the peer's speed at the cap, one sentence to eight
 MAX_PROBES = 8
 STREAMED = ("assist", "long")  # handed over whole, streamed to their end
 AS_WRITTEN = ("assist", "assist_long")  # arriving as an LLM writes them, to their first speech
@@ -75,25 +80,38 @@ PREPARED_TEST = (
 PREPARED_PROPERTY = "prepared_audio_s"
 
 
-def calibrate(cap: CpuCap, peer: Config, plan: Plan) -> tuple[float, list[list[float]]]:
-    """The cap (cores' worth of time) at which ``peer`` speaks the calibration text at the Pi's
-    speed, and every probe as [cap, speed]. Speed goes with the time granted, so each probe
-    scales the cap by how far off the last one was."""
+@dataclass(frozen=True)
+class Calibration:
+    cpus: float  # cores' worth of time the cap grants
+    probes: list[list[float]]  # every probe as [cap, speed]
+    speeds: dict[str, float]  # the peer's speed on each of SPEED_TEXTS at that cap
+
+
+def calibrate(cap: CpuCap, peer: Config, plan: Plan) -> Calibration:
+    """The cap at which ``peer`` speaks the calibration text at the Pi's speed, then the peer's
+    speed on each of SPEED_TEXTS there. Speed goes with the time granted, so each probe scales
+    the cap by how far off the last one was."""
     text = TEXTS[CALIBRATION_TEXT]
     worker = Worker(peer, plan, cap)
     probes: list[list[float]] = []
+
+    def speed_at(cpus: float, name: str) -> float:
+        cap.set(cpus)
+        answer = worker.ask("synth", text=TEXTS[name])
+        speed: float = answer["audio_s"] / answer["compute_s"]
+        _progress(f"{cpus:.3f} CPU: {peer.name} speaks the {name} text at {speed:.3f}x real time")
+        return speed
+
     try:
         worker.load()
         worker.ask("synth", text=text)  # warm-up, uncapped
         cpus = 1.0
         for _ in range(MAX_PROBES):
-            cap.set(cpus)
-            answer = worker.ask("synth", text=text)
-            speed = answer["audio_s"] / answer["compute_s"]
+            speed = speed_at(cpus, CALIBRATION_TEXT)
             probes.append([cpus, speed])
-            _progress(f"calibration: {cpus:.3f} CPU -> {peer.name} at {speed:.3f}x real time")
             if abs(speed - PI_SPEED) <= PI_TOLERANCE:
-                return cpus, probes
+                speeds = {name: speed_at(cpus, name) for name in SPEED_TEXTS}
+                return Calibration(cpus, probes, speeds)
             cpus *= PI_SPEED / speed
     finally:
         worker.close()
@@ -157,8 +175,10 @@ def run(configs: Sequence[Config], plan: Plan, name: str) -> dict[str, Any]:
     finally:
         prepare.close()
     with CpuCap(name) as cap:
-        cpus, probes = calibrate(cap, peer, plan)
-        results["cap_cpus"], results["calibration"] = cpus, probes
+        calibration = calibrate(cap, peer, plan)
+        cpus = calibration.cpus
+        results["cap_cpus"], results["calibration"] = cpus, calibration.probes
+        results["peer_speeds"] = calibration.speeds
         for rep in range(plan.reps):
             for config in (ours, peer) if rep % 2 == 0 else (peer, ours):
                 figures = measure(cap, cpus, config, plan)
@@ -302,6 +322,7 @@ def markdown(results: dict[str, Any], ours: str, peer: str) -> str:
         f" calibration: {probes}). Bundle `{Path(results['bundle']).name}`;"
         f" median of {len(results['runs'][ours]['ready_s'])} repetitions, fresh processes;"
         f" {ours}'s threads per run: {results.get('ours_threads') or 'read from the box'}.",
+        *_speeds_line(results, peer),
         "",
         f"| under the cap | {ours} | {peer} | goal | met |",
         "|---|---|---|---|---|",
@@ -312,6 +333,20 @@ def markdown(results: dict[str, Any], ours: str, peer: str) -> str:
     if "roofline" in results:
         lines += ["", *roofline.markdown(results["roofline"])]
     return "\n".join(lines) + "\n"
+
+
+def _speeds_line(results: dict[str, Any], peer: str) -> list[str]:
+    """The peer's speed on each text at the cap, and the cap at which it would speak that text at
+    the aim instead (speed goes with the time granted)."""
+    speeds: dict[str, float] = results.get("peer_speeds", {})
+    if not speeds:
+        return []
+    cpus = results["cap_cpus"]
+    each = ", ".join(
+        f"{name} {speed:.2f}x (at {PI_SPEED}x: {cpus * PI_SPEED / speed:.3f} CPU)"
+        for name, speed in speeds.items()
+    )
+    return ["", f"At this cap {peer} speaks the texts at: {each}."]
 
 
 def _progress(message: str) -> None:

@@ -14,7 +14,7 @@ from yomiage_engine.onnx.cores import usable_cores
 
 from tools.bench import Plan
 from tools.cpu_cap import CpuCap
-from tools.pi_bench import prepared_played_s, rows
+from tools.pi_bench import markdown, prepared_played_s, rows
 
 
 def _setting(cap: CpuCap) -> str:
@@ -55,6 +55,7 @@ def _runs(first: list[float], waits: float, long_s: float, speed: float) -> dict
         "medium_compute_s": [10.0 / speed] * count,
         "medium_cpu_s": [10.0 / speed] * count,
         "prepared_played_s": [0.02] * count,
+        "ready_s": [3.0] * count,
     }
 
 
@@ -95,6 +96,25 @@ def test_a_wait_in_an_announcement_misses_its_goal() -> None:
     results["runs"]["ours"]["prepared_played_s"] = [0.2, 0.6, 0.7]
     found = {row.name: row for row in rows(results, "ours", "peer")}
     assert not found["first audio, a prepared message played (s; the peer synthesizes it then)"].met
+
+
+def test_the_report_says_what_cap_each_text_would_have_been_calibrated_on() -> None:
+    """The peer spoke the short text at the aim (0.28x) under 0.4 CPU but the long one at 0.56x:
+    calibrated on the long text, the cap would have granted half as much."""
+    results = {
+        "machine": {"cpu": "a CPU", "cores": 2},
+        "bundle": "/b/bundle-full",
+        "cap_cpus": 0.4,
+        "calibration": [[1.0, 0.7], [0.4, 0.28]],
+        "peer_speeds": {"short": 0.28, "long": 0.56},
+        "runs": {
+            "ours": _runs([2.0] * 3, 0.0, 40.0, 0.7),
+            "peer": _runs([9.0] * 3, 3.0, 90.0, 0.3),
+        },
+    }
+    report = markdown(results, "ours", "peer")
+    assert "cap of **0.400 CPU**" in report
+    assert "short 0.28x (at 0.28x: 0.400 CPU), long 0.56x (at 0.28x: 0.200 CPU)" in report
 
 
 def test_a_prepared_message_is_timed_by_home_assistant_inside_the_cap(tmp_path: Path) -> None:

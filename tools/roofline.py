@@ -170,6 +170,7 @@ def profile_runs(path: Path, weights: dict[str, list[int]] | None = None) -> Ite
     events = json.loads(path.read_text(encoding="utf-8"))
     graph = path.stem.rsplit("_", 3)[0]
     start_ns = _profiling_start_ns(path)
+    known = weights or {}
     for event in events:
         if event.get("cat") != "Node" or not event.get("name", "").endswith("_kernel_time"):
             continue
@@ -177,8 +178,8 @@ def profile_runs(path: Path, weights: dict[str, list[int]] | None = None) -> Ite
         name = event["name"].removesuffix("_kernel_time")
         op = args.get("op_name", "")
         inputs = _shapes(args.get("input_type_shape", []))
-        if op in CONV_OPS | TRANSPOSED_CONV_OPS and len(inputs) < 2 and weights:
-            inputs += [weights[name]] if name in weights else []
+        if op in CONV_OPS | TRANSPOSED_CONV_OPS and name in known and _lacks_weight(inputs):
+            inputs = [*inputs[:1], known[name], *inputs[1:]]
         yield NodeRun(
             graph=graph,
             name=name,
@@ -188,6 +189,12 @@ def profile_runs(path: Path, weights: dict[str, list[int]] | None = None) -> Ite
             seconds=event["dur"] / 1e6,
             started_ns=start_ns + int(event["ts"]) * 1000,
         )
+
+
+def _lacks_weight(inputs: list[list[int]]) -> bool:
+    """Whether a convolution's recorded inputs leave its weight out (onnxruntime records no
+    pre-packed input: the data alone, or the data and the bias)."""
+    return len(inputs) < 2 or len(inputs[1]) < 3
 
 
 def _profiling_start_ns(path: Path) -> int:

@@ -37,7 +37,7 @@ def _small_graph() -> bytes:
         helper.make_node("Relu", ["c"], ["r"], name="/model/flow/relu"),
         helper.make_node(
             "ConvTranspose",
-            ["r", "w2"],
+            ["r", "w2", "b2"],
             ["up"],
             name="/model/dec/ups.0/ConvTranspose",
             strides=[2],
@@ -58,7 +58,13 @@ def _small_graph() -> bytes:
             helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
             for name in ("up", "mm", "gemm")
         ],
-        [weight("w1", 8, 4, 3), weight("w2", 8, 16, 4), weight("w3", 8, 6), weight("w4", 16, 5)],
+        [
+            weight("w1", 8, 4, 3),
+            weight("w2", 8, 16, 4),
+            weight("b2", 16),
+            weight("w3", 8, 6),
+            weight("w4", 16, 5),
+        ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     return bytes(model.SerializeToString())
@@ -82,7 +88,7 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> list[roofline.NodeRun]
     for _ in range(3):
         session.run(None, feeds)
     written = Path(session.end_profiling())
-    # onnxruntime pre-packs the ConvTranspose's weight and leaves its shape out of the profile.
+    # onnxruntime pre-packs the ConvTranspose's weight and records its bias alone.
     return list(roofline.profile_runs(written, roofline.graph_weights(graph)))
 
 

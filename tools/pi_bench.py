@@ -110,6 +110,7 @@ def calibrate(cap: CpuCap, peer: Config, plan: Plan) -> Calibration:
             speed = speed_at(cpus, CALIBRATION_TEXT)
             probes.append([cpus, speed])
             if abs(speed - PI_SPEED) <= PI_TOLERANCE:
+                # The short text again too: a second reading at the same cap shows a probe's noise.
                 speeds = {name: speed_at(cpus, name) for name in SPEED_TEXTS}
                 return Calibration(cpus, probes, speeds)
             cpus *= PI_SPEED / speed
@@ -338,9 +339,7 @@ def markdown(results: dict[str, Any], ours: str, peer: str) -> str:
 def _speeds_line(results: dict[str, Any], peer: str) -> list[str]:
     """The peer's speed on each text at the cap, and the cap at which it would speak that text at
     the aim instead (speed goes with the time granted)."""
-    speeds: dict[str, float] = results.get("peer_speeds", {})
-    if not speeds:
-        return []
+    speeds: dict[str, float] = results["peer_speeds"]
     cpus = results["cap_cpus"]
     each = ", ".join(
         f"{name} {speed:.2f}x (at {PI_SPEED}x: {cpus * PI_SPEED / speed:.3f} CPU)"

@@ -11,15 +11,17 @@ docs/ARCHITECTURE.md.
 
 ``--form`` writes the graphs as another exporter does, so that the engine is tested on every
 dialect users bring (docs/VOICES.md): ``hayakoe`` (its current exporter: the model wrapped as
-``net_g``, a second output ``durations``), ``sbv2`` (Style-Bert-VITS2's ``convert_onnx.py``: the
-generator traced as it is, its ``infer``'s seven outputs, other input names, 0-d scalars,
-onnxsim, no duration graph) and ``aivmx`` (that graph with the AIVM metadata, written by aivmlib
-as ``BUNDLE_DIR/<name>.aivmx``).
+``net_g``, a second output ``durations``, the layers traced in Style-Bert-VITS2's layout:
+``model.attention.sbv2_layout``), ``sbv2`` (Style-Bert-VITS2's ``convert_onnx.py``: the
+generator traced as it is in that layout, its ``infer``'s seven outputs, other input names,
+0-d scalars, onnxsim, no duration graph) and ``aivmx`` (that graph with the AIVM metadata,
+written by aivmlib as ``BUNDLE_DIR/<name>.aivmx``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import sys
 import tempfile
@@ -34,6 +36,7 @@ import torch
 from tqdm import tqdm
 
 from .model import ModelConfig, ModelFileError, SynthesizerTrn, load_config, load_model
+from .model.attention import sbv2_layout
 from .model.config import N_SYMBOLS, STYLE_DIM
 from .model.errors import first_line
 from .model.synthesizer import SBV2Outputs
@@ -62,10 +65,11 @@ class Form:
 
     wrapper: str  # the attribute holding the model: the node scopes' first part
     with_durations: bool  # a second output ``durations`` [1, phones]
+    sbv2_layers: bool  # attention and feed-forward layers traced as Style-Bert-VITS2's are
 
 
 # Both write SYNTHESIZER_INPUTS, the output ``audio`` and duration_predictor.onnx beside it.
-FORMS = {"yomiage": Form("model", False), "hayakoe": Form("net_g", True)}
+FORMS = {"yomiage": Form("model", False, False), "hayakoe": Form("net_g", True, True)}
 # Style-Bert-VITS2's convert_onnx.py (the JP-Extra branch): its argument order, input names and
 # dynamic axes; only the first output is named. It leaves the opset to torch (< 2.4 in its
 # requirements: 17, ours) and simplifies the traced graph with onnxsim.
@@ -302,10 +306,11 @@ def _export_files(
         (SynthesizerGraph(model, chosen), chosen, SYNTHESIZER_FILE),
         (DurationGraph(model), None, DURATION_FILE),
     ]
-    for module, synthesizer_form, file_name in tqdm(
-        graphs, desc=f"export {out.name}", unit="graph", disable=not progress
-    ):
-        _export_one(module, synthesizer_form, config, out / file_name)
+    with sbv2_layout(model) if chosen.sbv2_layers else contextlib.nullcontext():
+        for module, synthesizer_form, file_name in tqdm(
+            graphs, desc=f"export {out.name}", unit="graph", disable=not progress
+        ):
+            _export_one(module, synthesizer_form, config, out / file_name)
     return out
 
 
@@ -330,7 +335,7 @@ def export_converter_graph(model: SynthesizerTrn, path: Path) -> None:
     graph.load_state_dict(model.state_dict())
     inputs = example_inputs(model.net.bert_dim)
     inputs.update({name: inputs[name].reshape(()) for name in SCALAR_INPUTS})
-    with warnings.catch_warnings(), torch.no_grad():
+    with warnings.catch_warnings(), torch.no_grad(), sbv2_layout(graph):
         warnings.simplefilter("ignore")  # tracer chatter, as in export_graph
         torch.onnx.export(
             graph,

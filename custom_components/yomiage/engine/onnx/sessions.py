@@ -1,6 +1,7 @@
 """onnxruntime sessions: device choice, threads, and loading graphs (errors name the file).
 
-On the CPU each graph is prepared once and cached (docs/PERFORMANCE.md): convolutions lifted to
+On the CPU each graph is prepared once and cached (docs/PERFORMANCE.md): the relative attention
+of Style-Bert-VITS2's lineage cut to its window (relative_band.py), convolutions lifted to
 2-D (rewrite.py), BERT's relative positions cut to the buckets a run reads
 (relative_attention.py), then onnxruntime's fully optimised graph saved with its weights in a
 file of their own, pre-packed where onnxruntime's kernels pack them (BERT's int8 matrix
@@ -30,7 +31,16 @@ from pathlib import Path
 import onnxruntime as ort
 
 from ..errors import BundleError, DeviceUnavailableError
-from . import cuda_probe, device_graphs, graph_cache, prepare, relative_attention, rewrite, wire
+from . import (
+    cuda_probe,
+    device_graphs,
+    graph_cache,
+    prepare,
+    relative_attention,
+    relative_band,
+    rewrite,
+    wire,
+)
 from .cores import usable_cores
 from .decoder_graph import DecoderShape, DecoderSplit, cut_durations, read_split
 from .wire import Chunks, WireError
@@ -331,15 +341,20 @@ def _split_or_none(source: Path, audio: str) -> DecoderSplit | None:
 
 
 def _rewritten_or_source(source: Path, scratch: Path) -> Path:
-    """``source`` after the load-time rewrites that find their part in it (the synthesizer's
-    convolutions lifted, its front's too where that pays on this CPU, BERT's relative positions
-    cut to the buckets read), its weights then moved to a file of their own (onnxruntime maps
+    """``source`` after the load-time rewrites that find their part in it (the relative
+    attention's zero-padded terms cut to the window, the synthesizer's convolutions lifted, its
+    front's too where that pays on this CPU, BERT's relative positions cut to the buckets
+    read), its weights then moved to a file of their own (onnxruntime maps
     them instead of copying them into the heap that preparing it takes: half the peak for BERT,
     docs/PERFORMANCE.md); each step written to ``scratch``, each step's input removed once the
     next holds it all (the disk back)."""
     block = blocked_kernel_block()
     frame_rate = rewrite.frame_rate_lift_pays(block)
     steps: list[tuple[str, Callable[[Path, Path], bool]]] = [
+        (
+            "banded.onnx",
+            lambda a, b: wire.rewrite_file(a, b, relative_band.band_relative_attention),
+        ),
         (
             "lifted.onnx",
             lambda a, b: rewrite.write_lifted(a, b, block=block, frame_rate=frame_rate),
@@ -410,6 +425,7 @@ def _prepared_settings() -> str:
             f"ort {ort.__version__}",
             f"lift {rewrite.REWRITE_VERSION}/{rewrite.DEFAULT_MIN_CHANNELS}",
             f"relative positions {relative_attention.REWRITE_VERSION}",
+            f"relative band {relative_band.REWRITE_VERSION}",
             "saved onnx, weights apart, pre-packed",
             platform.machine(),
             _cpu_flags_digest(),

@@ -28,7 +28,8 @@ MODEL_OPSET_IMPORT, MODEL_GRAPH, MODEL_METADATA_PROPS = 8, 7, 14
 ENTRY_KEY, ENTRY_VALUE = 1, 2
 GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_INPUT, GRAPH_OUTPUT, GRAPH_VALUE_INFO = 1, 5, 11, 12, 13
 NODE_INPUT, NODE_OUTPUT, NODE_NAME, NODE_OP_TYPE, NODE_ATTRIBUTE, NODE_DOMAIN = 1, 2, 3, 4, 5, 7
-ATTR_NAME, ATTR_I, ATTR_T, ATTR_G, ATTR_INTS, ATTR_GRAPHS, ATTR_TYPE = 1, 3, 5, 6, 8, 11, 20
+ATTR_NAME, ATTR_I, ATTR_S, ATTR_T, ATTR_G, ATTR_INTS = 1, 3, 4, 5, 6, 8
+ATTR_GRAPHS, ATTR_TYPE = 11, 20
 ATTR_TYPE_INT, ATTR_TYPE_INTS = 2, 7
 TENSOR_DIMS, TENSOR_DATA_TYPE, TENSOR_NAME, TENSOR_RAW_DATA, TENSOR_DATA_LOCATION = 1, 2, 8, 9, 14
 TENSOR_EXTERNAL_DATA = 13
@@ -337,6 +338,7 @@ class Attribute:
     name: str
     i: int | None  # the ``i`` field (an int attribute such as ``group``)
     ints: list[int]  # the ``ints`` field (empty for other attribute types)
+    s: bytes  # the ``s`` field (a string attribute such as Pad's ``mode``; empty for others)
     tensor: Tensor | None  # the ``t`` field (a Constant node's value)
     graphs: list[memoryview]  # subgraphs (``g`` and ``graphs``)
     raw: memoryview  # the whole encoded attribute field
@@ -462,6 +464,7 @@ def parse_attribute(item: Field) -> Attribute:
     name = ""
     i: int | None = None
     ints: list[Field] = []
+    s = b""
     tensor: Tensor | None = None
     graphs: list[memoryview] = []
     for part in fields(as_message(item.value)):
@@ -471,11 +474,13 @@ def parse_attribute(item: Field) -> Attribute:
             i = as_signed(part.value)
         elif part.number == ATTR_INTS:
             ints.append(part)
+        elif part.number == ATTR_S:
+            s = bytes(as_message(part.value))
         elif part.number == ATTR_T:
             tensor = parse_tensor(part)
         elif part.number in (ATTR_G, ATTR_GRAPHS):
             graphs.append(as_message(part.value))
-    return Attribute(name, i, repeated_ints(ints), tensor, graphs, item.raw)
+    return Attribute(name, i, repeated_ints(ints), s, tensor, graphs, item.raw)
 
 
 def parse_tensor(item: Field) -> Tensor:
@@ -555,9 +560,10 @@ def retyped_tensor(tensor: Tensor, dims: Sequence[int]) -> Chunks:
     return body.as_field(GRAPH_INITIALIZER)
 
 
-def int64_tensor(name: str, values: Sequence[int]) -> bytes:
-    """A small int64 initializer as a GraphProto field."""
-    body = ints_field(TENSOR_DIMS, [len(values)])
+def int64_tensor(name: str, values: Sequence[int], dims: Sequence[int] | None = None) -> bytes:
+    """A small int64 initializer as a GraphProto field: a vector, or of shape ``dims`` (() for a
+    scalar)."""
+    body = ints_field(TENSOR_DIMS, [len(values)] if dims is None else dims)
     body += varint_field(TENSOR_DATA_TYPE, TENSOR_INT64)
     body += text_field(TENSOR_NAME, name)
     body += bytes_field(TENSOR_RAW_DATA, struct.pack(f"<{len(values)}q", *values))

@@ -102,19 +102,8 @@ def _ancestors(graph: wire.Graph, names: tuple[str, ...]) -> set[int]:
         if position is None or position in found:
             continue
         found.add(position)
-        wanted.extend(_reads(graph.nodes[position]))
+        wanted.extend(wire.node_reads(graph.nodes[position]))
     return found
-
-
-def _reads(node: Node) -> list[str]:
-    """What a node reads: its inputs, and every name its subgraphs read (an If or Loop body
-    reads the outer graph's tensors by name; more names than that is harmless here)."""
-    names = list(node.inputs)
-    for attribute in node.attributes:
-        for body in attribute.graphs:
-            for inner in wire.Graph.parse(body).nodes.values():
-                names.extend(_reads(inner))
-    return names
 
 
 def decoder_shape(
@@ -184,7 +173,7 @@ def _boundary(graph: wire.Graph, decoder: set[int], audio: str) -> tuple[str, ..
     for position, node in graph.nodes.items():
         if position in decoder and any(a.graphs for a in node.attributes):
             return None
-        if position not in decoder and made.intersection(_reads(node)):
+        if position not in decoder and made.intersection(wire.node_reads(node)):
             return None
     entering = [
         name
@@ -204,7 +193,7 @@ def _encode(
     """The graph with only the ``keep`` nodes, and the initializers, inputs and outputs they
     read or make; ``outputs`` replace its outputs, ``inputs`` its inputs (both declared as
     float tensors)."""
-    read = {name for p in keep for name in _reads(graph.nodes[p])}
+    read = {name for p in keep for name in wire.node_reads(graph.nodes[p])}
     made = {name for p in keep for name in graph.nodes[p].outputs}
     out = Chunks()
     for position, item in enumerate(graph.items):

@@ -211,7 +211,7 @@ class _Emitter:
             inputs = [shifted.get(name, name) for name in node.inputs]
             if position in tiled:
                 inputs[0] = tiled[position]
-            nodes.append(_Encoded(inputs, node.outputs, _reencoded(node, inputs)))
+            nodes.append(_Encoded(inputs, node.outputs, wire.with_inputs(node, inputs)))
             for output in node.outputs:
                 nodes.extend(after.get(output, []))
         for values, name in sorted(self.constants.items()):
@@ -272,15 +272,6 @@ class _Emitter:
 
     def _fresh(self, wanted: str) -> str:
         return wire.fresh_name(self.names, wanted)
-
-
-def _reencoded(node: Node, inputs: list[str]) -> bytes | memoryview:
-    if inputs == node.inputs:
-        return node.raw
-    attributes = [attribute.raw for attribute in node.attributes]
-    return wire.node_field(
-        node.op_type, inputs, node.outputs, node.name, node.domain, attributes, node.other
-    )
 
 
 def _in_dependency_order(nodes: list[_Encoded]) -> Iterator[_Encoded]:

@@ -198,7 +198,7 @@ class _Emitter:
         self.names = {name for node in graph.nodes.values() for name in node.inputs + node.outputs}
         self.names.update(graph.initializers, graph.inputs, graph.outputs, graph.value_infos)
         self.int_constants: dict[tuple[tuple[int, ...], tuple[int, ...]], str] = {}
-        self.reads = {at: _reads(node) for at, node in graph.nodes.items()}
+        self.reads = {at: wire.node_reads(node) for at, node in graph.nodes.items()}
 
     def encode(self) -> Chunks | None:
         before: dict[int, list[bytes]] = {}  # new nodes, by the position they go before
@@ -226,7 +226,7 @@ class _Emitter:
             for field in before.get(position, []):
                 out.add(field)
             if position in kept:
-                out.add(_with_inputs(node, [renamed.get(name, name) for name in node.inputs]))
+                out.add(wire.with_inputs(node, [renamed.get(name, name) for name in node.inputs]))
         for (dims, values), name in sorted(self.int_constants.items()):
             out.add(wire.int64_tensor(name, values, dims))
         return out
@@ -310,26 +310,5 @@ class _Emitter:
         return self.int_constants[key]
 
 
-def _reads(node: Node) -> list[str]:
-    """The names ``node`` reads: its inputs, and any name its subgraphs (an If's branches) read,
-    which they may take from the graph around them without declaring it."""
-    found = list(node.inputs)
-    for attribute in node.attributes:
-        for payload in attribute.graphs:
-            branch = Graph.parse(payload)
-            found.extend(name for inner in branch.nodes.values() for name in _reads(inner))
-            found.extend(branch.outputs)
-    return found
-
-
 def _axis0() -> bytes:
     return wire.int_attribute("axis", 0)
-
-
-def _with_inputs(node: Node, inputs: list[str]) -> bytes | memoryview:
-    if inputs == node.inputs:
-        return node.raw
-    attributes = [attribute.raw for attribute in node.attributes]
-    return wire.node_field(
-        node.op_type, inputs, node.outputs, node.name, node.domain, attributes, node.other
-    )

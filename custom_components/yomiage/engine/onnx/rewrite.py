@@ -146,9 +146,7 @@ class _Graph(wire.Graph):
         for node in graph.nodes.values():
             graph.names.update(node.inputs + node.outputs)
             graph._infer_rank(node)
-            for attribute in node.attributes:
-                for subgraph in attribute.graphs:
-                    graph.in_subgraphs.update(_names_read_by(subgraph))
+            graph.in_subgraphs.update(wire.subgraph_reads(node))
         return graph
 
     def _infer_rank(self, node: Node) -> None:
@@ -164,18 +162,6 @@ class _Graph(wire.Graph):
             rank = max(known) if known and None not in known else None  # type: ignore[type-var]
         if rank is not None and node.outputs:
             self.ranks.setdefault(node.outputs[0], rank)
-
-
-def _names_read_by(graph: memoryview) -> Iterator[str]:
-    """Every tensor name the nodes of a subgraph (and its own subgraphs) read."""
-    for item in wire.fields(graph):
-        if item.number != wire.GRAPH_NODE:
-            continue
-        node = wire.parse_node(item)
-        yield from node.inputs
-        for attribute in node.attributes:
-            for subgraph in attribute.graphs:
-                yield from _names_read_by(subgraph)
 
 
 # -- which nodes move to rank 4 --------------------------------------------------------------

@@ -410,6 +410,36 @@ class Graph:
         return found
 
 
+def node_reads(node: Node) -> list[str]:
+    """What ``node`` reads: its inputs and what its subgraphs read (``subgraph_reads``)."""
+    return [*node.inputs, *subgraph_reads(node)]
+
+
+def subgraph_reads(node: Node) -> list[str]:
+    """Every name the subgraphs of ``node`` (an If's branches, a Loop's body, and theirs) read or
+    hand back: they may take any tensor of the graph around them by name without declaring it
+    (names made inside them too: more names than that is harmless to every caller)."""
+    names: list[str] = []
+    for attribute in node.attributes:
+        for body in attribute.graphs:
+            branch = Graph.parse(body)
+            for inner in branch.nodes.values():
+                names.extend(node_reads(inner))
+            names.extend(branch.outputs)
+    return names
+
+
+def with_inputs(node: Node, inputs: list[str]) -> bytes | memoryview:
+    """``node`` as a GraphProto field reading ``inputs`` (its own bytes where they are its
+    inputs already)."""
+    if inputs == node.inputs:
+        return node.raw
+    attributes = [attribute.raw for attribute in node.attributes]
+    return node_field(
+        node.op_type, inputs, node.outputs, node.name, node.domain, attributes, node.other
+    )
+
+
 def fresh_name(names: set[str], wanted: str) -> str:
     """``wanted``, or it with the first free numeric suffix, not in ``names``; added to them."""
     name, suffix = wanted, 1

@@ -17,7 +17,6 @@ ends it.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import io
@@ -28,10 +27,12 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
+
+from .http_server import ClosingHTTPServer
 
 # What a voices repo's .gitattributes sends to LFS (those get X-Linked-* headers and an sha256).
 LFS_SUFFIXES = (".onnx", ".npy", ".bin", ".safetensors")
@@ -133,7 +134,7 @@ class FakeHub:
         self.repos = repos
         self.requests: list[Request] = []
         self.faults = _Faults()
-        self._server = _Server((host, 0), _handler_for(self))
+        self._server = ClosingHTTPServer((host, 0), _handler_for(self))
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -180,33 +181,6 @@ class FakeHub:
             for r in self.requests
             if r.kind == "file" and r.method == "GET" and path in (None, r.path)
         ]
-
-
-class _Server(ThreadingHTTPServer):
-    """Tracks open connections: clients keep them alive, and a test must not leave threads."""
-
-    daemon_threads = False
-    block_on_close = True
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
-        super().__init__(address, handler)
-        self.open: set[socket.socket] = set()
-        self.lock = threading.Lock()
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        with self.lock:
-            self.open.add(request)
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self.lock:
-                self.open.discard(request)
-
-    def close_connections(self) -> None:
-        with self.lock:
-            for connection in self.open:
-                with contextlib.suppress(OSError):
-                    connection.shutdown(socket.SHUT_RDWR)
 
 
 def _handler_for(hub: FakeHub) -> type[BaseHTTPRequestHandler]:

@@ -37,11 +37,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
+
+from .http_server import ClosingHTTPServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ADDON_CONFIG = REPO_ROOT / "addon" / "config.yaml"
@@ -128,8 +130,7 @@ class SupervisorDouble:
             self.repository_added = True
             self.options = dict(self.config["options"])
         self._lock = threading.Lock()
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._http.daemon_threads = True
+        self._http = ClosingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.url = f"http://127.0.0.1:{self._http.server_port}"
         self.host = f"127.0.0.1:{self._http.server_port}"  # what Home Assistant's SUPERVISOR holds
         self._thread = threading.Thread(target=self._http.serve_forever, name="supervisor-double")
@@ -139,10 +140,11 @@ class SupervisorDouble:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.runner.stop()
+        self.runner.stop()  # a start waiting for the add-on's health answers then
         self._http.shutdown()
         self._thread.join()
-        self._http.server_close()
+        self._http.close_connections()
+        self._http.server_close()  # joins the request threads
 
     # -- what tests look at ----------------------------------------------------------------------
     def steps(self) -> list[str]:

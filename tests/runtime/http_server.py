@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -31,6 +32,11 @@ class ClosingHTTPServer(ThreadingHTTPServer):
         finally:
             with self.lock:
                 self.open.discard(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # a client that went away (a test's pool closing): nothing to report
+        super().handle_error(request, client_address)
 
     def close_connections(self) -> None:
         with self.lock:

@@ -166,7 +166,7 @@ HAYAKOE_GRAPHS = [HAYAKOE_SYNTHESIZER, HAYAKOE_SYNTHESIZER.with_name("duration_p
 @pytest.mark.parametrize("relative", [*HAYAKOE_GRAPHS, SBV2_SYNTHESIZER, AIVMX], ids=str)
 def test_the_lineages_forms_trace_style_bert_vits2s_layers(relative: Path) -> None:
     """hayakoe's exporter, the converter and AIVMX files trace Style-Bert-VITS2's own attention
-    and feed-forward modules (hayakoe's exporter run on a full-size voice, ../shared/FACTS.md):
+    and feed-forward modules (hayakoe's exporter run on a full-size voice, docs/VOICES.md):
     every relative table padded; every feed-forward convolution behind a Pad, which onnxsim
     (the converter's last step) folds into the convolution."""
     tables, padded, behind_pad = _sbv2_layers(COMMITTED / relative)

@@ -8,7 +8,7 @@ and every length comes from tensor shapes, so one graph serves all lengths.
 
 Style-Bert-VITS2's lineage traces the same arithmetic in another layout, which every voice its
 exporters write carries (hayakoe's exporter, its converter, AIVMX; checked against hayakoe's
-exporter, ../shared/FACTS.md): the embeddings zero-padded to all 2T - 1 offsets, the products
+exporter, docs/VOICES.md): the embeddings zero-padded to all 2T - 1 offsets, the products
 moved between relative and absolute positions by padding and reshaping, and each feed-forward
 convolution behind a Pad node. ``sbv2_layout`` makes the model trace that way, so that the
 exporter's forms of those tools are graphs of their shape.

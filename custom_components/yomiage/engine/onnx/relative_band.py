@@ -25,6 +25,7 @@ zero-padded embedding and is left as it is.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from . import wire
 from .wire import Chunks, Graph, Node
@@ -44,7 +45,7 @@ class _Term:
     """One relative term of one attention layer: the product the rewrite replaces, what it
     reads, and the nodes that only served it."""
 
-    kind: str  # "keys" or "values"
+    kind: Literal["keys", "values"]
     source: str  # keys: the scaled queries [b, h, T, d]; values: the weights [b, h, T, T]
     embedding: str  # the initializer [heads or 1, 2w + 1, d]
     window: int  # w

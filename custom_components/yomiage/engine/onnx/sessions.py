@@ -344,8 +344,8 @@ def _rewritten_or_source(source: Path, scratch: Path) -> Path:
     """``source`` after the load-time rewrites that find their part in it (the relative
     attention's zero-padded terms cut to the window, the synthesizer's convolutions lifted, its
     front's too where that pays on this CPU, BERT's relative positions cut to the buckets
-    read), its weights then moved to a file of their own (onnxruntime maps
-    them instead of copying them into the heap that preparing it takes: half the peak for BERT,
+    read), its weights then moved to a file of their own (onnxruntime maps them instead of
+    copying them into the heap that preparing it takes: half the peak for BERT,
     docs/PERFORMANCE.md); each step written to ``scratch``, each step's input removed once the
     next holds it all (the disk back)."""
     block = blocked_kernel_block()

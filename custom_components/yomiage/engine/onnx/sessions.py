@@ -36,6 +36,7 @@ from . import (
     device_graphs,
     graph_cache,
     prepare,
+    reduction_split,
     relative_attention,
     relative_band,
     rewrite,
@@ -144,7 +145,7 @@ class SessionFactory:
             return None
         folder = self._cache_folder()
         try:
-            meta = graph_cache.cache_entry(path, folder, _prepared_settings(), ".json", "split")
+            meta = graph_cache.cache_entry(path, folder, self._settings, ".json", "split")
             if not meta.is_file():
                 folder.mkdir(parents=True, exist_ok=True)
                 self._prepare_split(path, audio, meta)
@@ -173,7 +174,7 @@ class SessionFactory:
         if self.device == "cpu" and self.use_cache:
             folder = self._cache_folder()
             try:
-                entry = graph_cache.cache_entry(path, folder, _prepared_settings(), "", "durations")
+                entry = graph_cache.cache_entry(path, folder, self._settings, "", "durations")
                 if not (entry / GRAPH_FILE).is_file():
                     cut = _durations_or_none(path, output)
                     if cut is None:
@@ -212,7 +213,11 @@ class SessionFactory:
 
     def _part_entry(self, source: Path, part: str) -> Path:
         folder = self._cache_folder()
-        return graph_cache.cache_entry(source, folder, _prepared_settings(), "", part)
+        return graph_cache.cache_entry(source, folder, self._settings, "", part)
+
+    @property
+    def _settings(self) -> str:
+        return _prepared_settings(self.intra_op_threads)
 
     def _cache_folder(self) -> Path:
         return (self.cache_dir or graph_cache.default_cache_dir()) / "sessions"
@@ -231,7 +236,7 @@ class SessionFactory:
         cache cannot be used; a broken ``source`` raises BundleError as a plain load would."""
         folder = self._cache_folder()
         try:
-            entry = graph_cache.cache_entry(source, folder, _prepared_settings(), "")
+            entry = graph_cache.cache_entry(source, folder, self._settings, "")
             if not (entry / GRAPH_FILE).is_file():
                 folder.mkdir(parents=True, exist_ok=True)
                 self._prepare(source, entry)
@@ -264,7 +269,7 @@ class SessionFactory:
         which later loads map rather than copy. What prepare.py's child process runs."""
         saved.mkdir()
         with tempfile.TemporaryDirectory(dir=saved.parent, prefix=".rewrite-") as scratch:
-            graph = _rewritten_or_source(source, Path(scratch))
+            graph = _rewritten_or_source(source, Path(scratch), self.intra_op_threads)
             options = self.options()
             options.optimized_model_filepath = str(saved / GRAPH_FILE)
             for key, value in (
@@ -340,14 +345,15 @@ def _split_or_none(source: Path, audio: str) -> DecoderSplit | None:
         return None  # onnxruntime names the problem when the whole graph is loaded
 
 
-def _rewritten_or_source(source: Path, scratch: Path) -> Path:
+def _rewritten_or_source(source: Path, scratch: Path, threads: int) -> Path:
     """``source`` after the load-time rewrites that find their part in it (the relative
     attention's zero-padded terms cut to the window, the synthesizer's convolutions lifted, its
-    front's too where that pays on this CPU, BERT's relative positions cut to the buckets
-    read), its weights then moved to a file of their own (onnxruntime maps them instead of
-    copying them into the heap that preparing it takes: half the peak for BERT,
-    docs/PERFORMANCE.md); each step written to ``scratch``, each step's input removed once the
-    next holds it all (the disk back)."""
+    front's too where that pays on this CPU, those that would leave one of ``threads`` idle
+    split into partial sums, BERT's relative positions cut to the buckets read), its weights
+    then moved to a file of their own (onnxruntime maps them instead of copying them into the
+    heap that preparing it takes: half the peak for BERT, docs/PERFORMANCE.md); each step
+    written to ``scratch``, each step's input removed once the next holds it all (the disk
+    back)."""
     block = blocked_kernel_block()
     frame_rate = rewrite.frame_rate_lift_pays(block)
     steps: list[tuple[str, Callable[[Path, Path], bool]]] = [
@@ -358,6 +364,12 @@ def _rewritten_or_source(source: Path, scratch: Path) -> Path:
         (
             "lifted.onnx",
             lambda a, b: rewrite.write_lifted(a, b, block=block, frame_rate=frame_rate),
+        ),
+        (
+            "split.onnx",
+            lambda a, b: wire.rewrite_file(
+                a, b, lambda model: reduction_split.split_reductions(model, block, threads)
+            ),
         ),
         (
             "sliced.onnx",
@@ -417,15 +429,17 @@ def blocked_kernel_block() -> int:
     return next((weight.dims[0] for weight in blocked if weight is not None), 0)
 
 
-def _prepared_settings() -> str:
+def _prepared_settings(threads: int) -> str:
     """What a saved graph depends on besides its source: the optimised graph holds kernels
-    chosen for this onnxruntime and this CPU (NCHWc block size follows AVX2 / AVX-512)."""
+    chosen for this onnxruntime and this CPU (NCHWc block size follows AVX2 / AVX-512), and
+    which convolutions are split depends on the threads that share them."""
     return "|".join(
         (
             f"ort {ort.__version__}",
             f"lift {rewrite.REWRITE_VERSION}/{rewrite.DEFAULT_MIN_CHANNELS}",
             f"relative positions {relative_attention.REWRITE_VERSION}",
             f"relative band {relative_band.REWRITE_VERSION}",
+            f"reduction split {reduction_split.REWRITE_VERSION} on {threads} threads",
             "saved onnx, weights apart, pre-packed",
             platform.machine(),
             _cpu_flags_digest(),

@@ -609,14 +609,16 @@ def float_tensor(name: str, dims: Sequence[int], values: Sequence[float]) -> byt
     return bytes_field(GRAPH_INITIALIZER, body)
 
 
-def raw_float_tensor(name: str, dims: Sequence[int], data: memoryview) -> Chunks:
-    """A float32 initializer of any size as a GraphProto field; ``data`` is not copied."""
+def raw_float_tensor(name: str, dims: Sequence[int], *data: memoryview) -> Chunks:
+    """A float32 initializer of any size as a GraphProto field, its bytes ``data`` one piece
+    after the other; they are not copied."""
     body = Chunks()
     body.add(ints_field(TENSOR_DIMS, dims))
     body.add(varint_field(TENSOR_DATA_TYPE, TENSOR_FLOAT))
     body.add(text_field(TENSOR_NAME, name))
-    body.add(length_prefix(TENSOR_RAW_DATA, len(data)))
-    body.add(data)
+    body.add(length_prefix(TENSOR_RAW_DATA, sum(len(piece) for piece in data)))
+    for piece in data:
+        body.add(piece)
     return body.as_field(GRAPH_INITIALIZER)
 
 

@@ -87,12 +87,9 @@ def _split_of(graph: Graph, position: int, node: Node, block: int, threads: int)
     weight = _float_initializer(graph, node.inputs[1])
     if weight is None or len(weight.dims) != _LIFTED_RANK or weight.dims[2] != 1:
         return None
-    bias = (
-        _float_initializer(graph, node.inputs[2])
-        if len(node.inputs) > 2 and node.inputs[2]
-        else None
-    )
-    if len(node.inputs) > 2 and node.inputs[2] and bias is None:
+    has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
+    bias = _float_initializer(graph, node.inputs[2]) if has_bias else None
+    if has_bias and bias is None:
         return None  # a bias computed in the graph: left as it is
     out_channels, in_channels, _, kernel = weight.dims
     groups = groups_for(out_channels, in_channels, kernel, block, threads)
@@ -146,6 +143,7 @@ class _Emitter:
         return not replaced or name in read
 
     def _grouped(self, node: Node, split: _Split) -> Chunks:
+        """The grouped convolution's weights and nodes, ending in ``node``'s output."""
         out = Chunks()
         out_channels, in_channels, height, kernel = split.weight.dims
         groups = split.groups
@@ -162,6 +160,7 @@ class _Emitter:
             bias = self._fresh(f"{split.bias.name}/groups")
             data = wire.raw_data(split.bias, wire.TENSOR_FLOAT)
             assert data is not None  # _float_initializer checked
+            # Added once: to the first group's sums, zeros to the others'.
             zeros = memoryview(bytes(len(data) * (groups - 1)))
             out.extend(wire.raw_float_tensor(bias, [groups * out_channels], data, zeros))
             inputs.append(bias)

@@ -14,7 +14,7 @@ from yomiage_engine.onnx.cores import usable_cores
 
 from tools.bench import Plan
 from tools.cpu_cap import CpuCap
-from tools.pi_bench import markdown, prepared_played_s, rows
+from tools.pi_bench import MAX_PROBES, PI_SPEED, markdown, pi_cap, prepared_played_s, rows
 
 
 def _setting(cap: CpuCap) -> str:
@@ -115,6 +115,26 @@ def test_the_report_says_what_cap_each_text_would_have_been_calibrated_on() -> N
     report = markdown(results, "ours", "peer")
     assert "cap of **0.400 CPU**" in report
     assert "short 0.28x (at 0.28x: 0.400 CPU), long 0.56x (at 0.28x: 0.200 CPU)" in report
+
+
+def test_the_calibration_takes_a_cap_only_where_a_second_reading_agrees() -> None:
+    """A box where the peer's speed goes with the cap (0.93x per CPU) whose first reading came
+    out at the aim by luck (as a Zen 4 box did: 0.337 CPU read 0.284x, then 0.407x): that cap is
+    read again and left; the search goes on from the pair's mean to a cap whose two readings
+    agree."""
+    lucky = iter([0.29])
+    probes: list[list[float]] = []
+    cpus = pi_cap(lambda cpus: next(lucky, 0.93 * cpus), probes)
+    assert probes[:2] == [[1.0, 0.29], [1.0, 0.93]]
+    assert cpus is not None and abs(0.93 * cpus - PI_SPEED) <= 0.02
+    assert probes[-2][0] == probes[-1][0] == cpus
+
+
+def test_the_calibration_gives_up_where_no_cap_reads_the_aim_twice() -> None:
+    readings = iter([0.28, 0.40] * MAX_PROBES)
+    probes: list[list[float]] = []
+    assert pi_cap(lambda cpus: next(readings), probes) is None
+    assert len(probes) == MAX_PROBES
 
 
 def test_a_prepared_message_is_timed_by_home_assistant_inside_the_cap(tmp_path: Path) -> None:

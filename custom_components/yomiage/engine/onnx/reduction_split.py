@@ -22,23 +22,31 @@ import math
 from dataclasses import dataclass
 
 from . import wire
+from .rewrite import BLOCKS_PER_WORK_ITEM
 from .wire import Chunks, Graph, Node
 
 REWRITE_VERSION = 1  # bump when the rewrite changes: cached graphs are then rebuilt
 # Products per output and group below which the summing pass costs what the threads gain.
 MIN_PRODUCTS_PER_GROUP = 1024
-FILTER_SET_BLOCKS = 4  # blocks of output channels per piece of onnxruntime's work
 _MIN_OPSET = 13  # ReduceSum with its axes as an input
 _GROUP_COUNTS = (2, 4, 8)
 _LIFTED_RANK = 4  # [O, I, 1, K] weights: convolutions the lift moved to 2-D
 
 
 @dataclass(frozen=True)
+class _Float:
+    """A float32 initializer stored as raw data, and that data."""
+
+    tensor: wire.Tensor
+    data: memoryview
+
+
+@dataclass(frozen=True)
 class _Split:
     position: int
     groups: int
-    weight: wire.Tensor
-    bias: wire.Tensor | None
+    weight: _Float
+    bias: _Float | None
 
 
 def groups_for(out_channels: int, in_channels: int, kernel: int, block: int, threads: int) -> int:
@@ -47,7 +55,7 @@ def groups_for(out_channels: int, in_channels: int, kernel: int, block: int, thr
     whole blocks of channels in each group."""
     if block <= 0 or threads < 2 or out_channels % block:
         return 1
-    sets = math.ceil(out_channels / (block * FILTER_SET_BLOCKS))
+    sets = math.ceil(out_channels / (block * BLOCKS_PER_WORK_ITEM))
     best, best_time = 1, float(math.ceil(sets / threads))
     for groups in _GROUP_COUNTS:
         if (
@@ -85,22 +93,23 @@ def _split_of(graph: Graph, position: int, node: Node, block: int, threads: int)
     if group is not None and group.i not in (None, 1):
         return None
     weight = _float_initializer(graph, node.inputs[1])
-    if weight is None or len(weight.dims) != _LIFTED_RANK or weight.dims[2] != 1:
+    if weight is None or len(weight.tensor.dims) != _LIFTED_RANK or weight.tensor.dims[2] != 1:
         return None
     has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
     bias = _float_initializer(graph, node.inputs[2]) if has_bias else None
     if has_bias and bias is None:
         return None  # a bias computed in the graph: left as it is
-    out_channels, in_channels, _, kernel = weight.dims
+    out_channels, in_channels, _, kernel = weight.tensor.dims
     groups = groups_for(out_channels, in_channels, kernel, block, threads)
     return None if groups == 1 else _Split(position, groups, weight, bias)
 
 
-def _float_initializer(graph: Graph, name: str) -> wire.Tensor | None:
+def _float_initializer(graph: Graph, name: str) -> _Float | None:
     tensor = graph.initializers.get(name)
-    if tensor is None or name in graph.inputs or wire.raw_data(tensor, wire.TENSOR_FLOAT) is None:
+    if tensor is None or name in graph.inputs:
         return None
-    return tensor
+    data = wire.raw_data(tensor, wire.TENSOR_FLOAT)
+    return None if data is None else _Float(tensor, data)
 
 
 class _Emitter:
@@ -111,6 +120,9 @@ class _Emitter:
     def __init__(self, graph: Graph, splits: list[_Split]) -> None:
         self.graph = graph
         self.splits = {split.position: split for split in splits}
+        self.replaced = {
+            part.tensor.name for split in splits for part in (split.weight, split.bias) if part
+        }
         self.names = {name for node in graph.nodes.values() for name in node.inputs + node.outputs}
         self.names.update(graph.initializers, graph.inputs, graph.outputs, graph.value_infos)
         self.int_constants: dict[tuple[int, ...], str] = {}
@@ -136,18 +148,14 @@ class _Emitter:
 
     def _kept(self, item: wire.Field, read: set[str]) -> bool:
         name = wire.parse_tensor(item).name
-        replaced = any(
-            name in (split.weight.name, split.bias.name if split.bias else None)
-            for split in self.splits.values()
-        )
-        return not replaced or name in read
+        return name not in self.replaced or name in read
 
     def _grouped(self, node: Node, split: _Split) -> Chunks:
         """The grouped convolution's weights and nodes, ending in ``node``'s output."""
         out = Chunks()
-        out_channels, in_channels, height, kernel = split.weight.dims
+        out_channels, in_channels, height, kernel = split.weight.tensor.dims
         groups = split.groups
-        weight = self._fresh(f"{split.weight.name}/groups")
+        weight = self._fresh(f"{split.weight.tensor.name}/groups")
         out.extend(
             wire.raw_float_tensor(
                 weight,
@@ -157,12 +165,10 @@ class _Emitter:
         )
         inputs = [node.inputs[0], weight]
         if split.bias is not None:
-            bias = self._fresh(f"{split.bias.name}/groups")
-            data = wire.raw_data(split.bias, wire.TENSOR_FLOAT)
-            assert data is not None  # _float_initializer checked
+            bias = self._fresh(f"{split.bias.tensor.name}/groups")
             # Added once: to the first group's sums, zeros to the others'.
-            zeros = memoryview(bytes(len(data) * (groups - 1)))
-            out.extend(wire.raw_float_tensor(bias, [groups * out_channels], data, zeros))
+            zeros = memoryview(bytes(len(split.bias.data) * (groups - 1)))
+            out.extend(wire.raw_float_tensor(bias, [groups * out_channels], split.bias.data, zeros))
             inputs.append(bias)
         partial = self._fresh(f"{node.outputs[0]}/groups")
         attributes: list[bytes | memoryview] = [a.raw for a in node.attributes if a.name != "group"]
@@ -188,13 +194,12 @@ class _Emitter:
         return wire.fresh_name(self.names, wanted)
 
 
-def _grouped_rows(weight: wire.Tensor, groups: int) -> list[memoryview]:
+def _grouped_rows(weight: _Float, groups: int) -> list[memoryview]:
     """The rows of the grouped weight [G O, I / G, 1, K], as views of ``weight`` [O, I, 1, K]:
     group g's rows are every output's products with input channels g I / G .. (g + 1) I / G,
     which lie together in each output's row."""
-    data = wire.raw_data(weight, wire.TENSOR_FLOAT)
-    assert data is not None  # _float_initializer checked
-    out_channels = weight.dims[0]
+    data = weight.data
+    out_channels = weight.tensor.dims[0]
     row = len(data) // out_channels
     piece = row // groups
     return [

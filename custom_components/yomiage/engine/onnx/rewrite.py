@@ -57,7 +57,7 @@ BLOCKED_CHANNELS_MULTIPLE = 16
 AVX2_BLOCK = 8  # floats per block where the caller does not say (the narrower tail)
 # Blocks of output channels that onnxruntime's blocked convolution computes as one piece of work
 # (its filter set): a convolution with no more channels than that runs on one thread.
-_BLOCKS_PER_WORK_ITEM = 4
+BLOCKS_PER_WORK_ITEM = 4
 _SQUEEZE_AXES_AS_INPUT = 13  # from opset 13 on, Squeeze/Unsqueeze take axes as an input
 _PAIRS_OPSET = 13  # int64 Min (12) and Slice with inputs (10) for the narrow tail's halves
 _LIFTED_AXIS = 2  # [N, C, T] -> [N, C, 1, T]
@@ -191,7 +191,7 @@ class _Plan:
             in_scope = set(graph.nodes)
         # The tail takes what the blocked kernels would run on one thread, and what is too
         # narrow to lift on its own.
-        narrower_than = max(min_channels, _BLOCKS_PER_WORK_ITEM * block + 1)
+        narrower_than = max(min_channels, BLOCKS_PER_WORK_ITEM * block + 1)
         plan.tail = _narrow_tail(graph, in_scope, narrower_than) if pairs else None
         paired = plan.tail.nodes if plan.tail is not None else set()
         for position, node in graph.nodes.items():

@@ -1,5 +1,6 @@
-"""The rewrite's two ways of keeping work in onnxruntime's blocked kernels (engine/onnx/rewrite.py):
-identity depthwise convolutions with declared shapes, and the narrow tail run as two halves."""
+"""The rewrite's ways of keeping work in onnxruntime's blocked kernels (engine/onnx/rewrite.py):
+identity depthwise convolutions with declared shapes, the narrow tail run as two halves, and a
+zero Pad lifted with the convolution it feeds, so that onnxruntime folds it into that one."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from custom_components.yomiage.engine.onnx import rewrite, sessions, wire
 from custom_components.yomiage.engine.onnx.rewrite import lift_convolutions, write_lifted
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 
-from .onnx_build import ModelBuilder, conv_attributes, float_attribute
+from .onnx_build import ModelBuilder, conv_attributes, float_attribute, int_attribute
 from .test_rewrite import (
+    CHANNELS,
     IDENTITY,
     TOLERANCE,
     lifted,
@@ -226,3 +228,51 @@ def test_the_probe_finds_the_x86_blocked_kernels_and_their_width() -> None:
         flags = next(line for line in cpuinfo if line.startswith("flags")).split()
     sessions.blocked_kernel_block.cache_clear()
     assert sessions.blocked_kernel_block() == (16 if "avx512f" in flags else 8)
+
+
+def padded_feed_forward(pad_also_read: bool = False) -> bytes:
+    """Style-Bert-VITS2's feed-forward layer as its exporters write it: the masked input, a Pad
+    whose pads are computed from constants and whose padding value is written as "", then a
+    convolution that pads nothing itself. ``pad_also_read``: the padded tensor is an output too."""
+    rng = np.random.default_rng(1)
+    b = ModelBuilder()
+    x = b.input("x", [1, CHANNELS, "T"])
+    mask = b.input("mask", [1, 1, "T"])
+    masked = b.node("Mul", [x, mask], "masked")
+    begin = b.weight("begin", np.array([0, 0, 2], dtype=np.int64))
+    end = b.weight("end", np.array([0, 0, 2], dtype=np.int64))
+    pads = b.node("Concat", [begin, end], "pads", int_attribute("axis", 0))
+    padded = b.node("Pad", [masked, pads, ""], "padded")
+    weight = b.weight("w", (rng.standard_normal((CHANNELS, CHANNELS, 5)) * 0.2).astype(np.float32))
+    b.node("Conv", [padded, weight], "y", *conv_attributes(5, pad=0))
+    b.output("y", [1, CHANNELS, "T"])
+    if pad_also_read:
+        b.output("padded", [1, CHANNELS, "T4"])
+    return b.encode()
+
+
+def test_a_pad_before_a_convolution_is_folded_into_it(tmp_path: Path) -> None:
+    original = padded_feed_forward()
+    rewritten = lifted(original, audio_rate_only=False)
+    (pad,) = (node for node in nodes_of(rewritten) if node.op_type == "Pad")
+    (conv,) = (node for node in nodes_of(rewritten) if node.op_type == "Conv")
+    assert conv.inputs[0] == pad.outputs[0]  # the Pad lifted with its convolution
+    # onnxruntime's form of it pads inside the convolution; the graph as exported copies.
+    assert optimised_ops(rewritten, tmp_path)["Pad"] == 0
+    assert optimised_ops(original, tmp_path)["Pad"] == 1
+    rng = np.random.default_rng(2)
+    for frames in (1, 4, 37):
+        feeds = {
+            "x": rng.standard_normal((1, CHANNELS, frames)).astype(np.float32),
+            "mask": (rng.random((1, 1, frames)) > 0.3).astype(np.float32),
+        }
+        (before,), (after,) = run(original, feeds), run(rewritten, feeds)
+        assert after.shape == before.shape == (1, CHANNELS, frames)
+        np.testing.assert_allclose(after, before, atol=TOLERANCE, rtol=0)
+
+
+def test_a_pad_read_elsewhere_stays_as_exported() -> None:
+    rewritten = lifted(padded_feed_forward(pad_also_read=True), audio_rate_only=False)
+    (pad,) = (node for node in nodes_of(rewritten) if node.op_type == "Pad")
+    assert pad.inputs == ["masked", "pads", ""]
+    assert pad.outputs == ["padded"]

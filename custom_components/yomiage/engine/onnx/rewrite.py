@@ -44,7 +44,7 @@ from .wire import Chunks, Node, Tensor
 
 _LOGGER = logging.getLogger(__name__)
 
-REWRITE_VERSION = 7  # bump when the rewrite changes: cached graphs are then rebuilt
+REWRITE_VERSION = 8  # bump when the rewrite changes: cached graphs are then rebuilt
 # Convolutions with fewer input or output channels stay 1-D: the blocked kernels split a
 # [C, 1, T] convolution between threads by blocks of channels, so a 16- or 32-channel one runs on
 # one thread, while the 1-D GEMM splits along time (docs/PERFORMANCE.md).
@@ -202,11 +202,15 @@ class _Plan:
         if plan.tail is not None and not plan.tail.nodes <= plan.lifted:
             plan.tail = None  # cannot happen for a valid tail; never pair an unlifted node
         # Backwards: glue that only feeds the region (a LeakyRelu before the first convolution)
-        # joins it, so that its input enters the region once instead of twice.
+        # joins it, so that its input enters the region once instead of twice; a zero Pad in
+        # front of a convolution joins it too, where onnxruntime folds it into the convolution.
         consumers = graph.consumers()
         for position in sorted(graph.nodes, reverse=True):
             node = graph.nodes[position]
-            if position not in plan.lifted and plan._only_feeds_region(node, graph, consumers):
+            if position not in plan.lifted and (
+                plan._only_feeds_region(node, graph, consumers)
+                or plan._pads_convolutions(node, graph, consumers)
+            ):
                 plan._lift(position, node)
         plan.retyped_weights = _weights_only_lifted_convs_use(graph, plan.lifted)
         plan.extents = _extents(graph, plan.lifted, plan.tail)
@@ -254,6 +258,34 @@ class _Plan:
     def _lift(self, position: int, node: Node) -> None:
         self.lifted.add(position)
         self.lifted_tensors.update(node.outputs)
+
+    def _pads_convolutions(
+        self, node: Node, graph: _Graph, consumers: dict[str, list[int]]
+    ) -> bool:
+        """A Pad with zeros (Style-Bert-VITS2's feed-forward layers pad before each
+        convolution) read only as the data of lifted convolutions. Lifted with them, it sits
+        right before each one, where onnxruntime folds it into the convolution's own padding
+        (its PadFusion, once the pads are folded constants): no padded copy, and a convolution
+        that reads another one's blocked output reads it as it is (flow_mask.py)."""
+        if node.op_type != "Pad" or node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
+            return False
+        mode = node.attribute("mode")
+        if mode is not None and mode.s not in (b"", b"constant"):
+            return False
+        # Pads as an input (opset 11 on), no axes input (opset 18): pads of every axis.
+        if not 2 <= len(node.inputs) <= 3 or not node.inputs[1]:
+            return False
+        output = node.outputs[0]
+        readers = consumers.get(output, [])
+        if not readers or output in graph.outputs or output in graph.in_subgraphs:
+            return False
+        return all(
+            r in self.lifted
+            and graph.nodes[r].op_type == "Conv"
+            and graph.nodes[r].inputs[0] == output
+            and output not in graph.nodes[r].inputs[1:]
+            for r in readers
+        )
 
     def _only_feeds_region(
         self, node: Node, graph: _Graph, consumers: dict[str, list[int]]
@@ -379,6 +411,9 @@ def _extents(graph: _Graph, lifted: set[int], tail: _Tail | None) -> dict[str, _
             length = source.length if same else next(lengths)
             paired = tail is not None and position in tail.nodes
             found[node.outputs[0]] = _Extent(channels, length, paired)
+        elif node.op_type == "Pad":  # longer by its pads: a length of its own
+            source = found.get(node.inputs[0]) or entering(node.inputs[0])
+            found[node.outputs[0]] = _Extent(source.channels, next(lengths))
         else:
             extent = _elementwise_extent(node, graph, found, entering)
             if extent is not None:
@@ -584,6 +619,8 @@ class _Emitter:
         self.axes_tensors: dict[int, str] = {}
         self.identity_weights: dict[int, str] = {}  # by channel count
         self.int_constants: dict[int, str] = {}  # one-element int64 tensors, by value
+        self.widened_pads: dict[str, str] = {}  # a Pad's pads at rank 4, by the pads' name
+        self.pads_order: str | None = None  # where _pads_at_rank_4 takes each pad from
         self.pending: list[bytes] = []  # nodes of the halves' arithmetic, not yet written
         self.halves: _Halves | None = None
         self.declared: dict[str, _Extent] = {
@@ -602,6 +639,8 @@ class _Emitter:
             out.add(wire.int64_tensor(name, [axis]))
         for value, name in sorted(self.int_constants.items()):
             out.add(wire.int64_tensor(name, [value]))
+        if self.pads_order is not None:  # [n0, c0, 0, t0, n1, c1, 0, t1] of pads + [0]
+            out.add(wire.int64_tensor(self.pads_order, [0, 1, 6, 2, 3, 4, 6, 5]))
         for channels, name in sorted(self.identity_weights.items()):
             out.add(wire.float_tensor(name, [channels, 1, 1, 1], [1.0] * channels))
         for name, extent in sorted(self.declared.items()):
@@ -628,6 +667,8 @@ class _Emitter:
         """The node at rank 4, after the Unsqueezes its inputs need and before its Squeeze."""
         encoded: list[bytes] = []
         inputs = [self._input_at_rank_4(node, index, encoded) for index in range(len(node.inputs))]
+        while inputs and not inputs[-1]:  # an optional input written as "": onnxruntime's
+            inputs.pop()  # PadFusion takes it for a padding value it cannot read
         output = node.outputs[0]
         target = self.renamed[output]
         if position in self.plan.blocked_before:
@@ -722,18 +763,42 @@ class _Emitter:
         name = node.inputs[index]
         if not name or (node.op_type in CONVOLUTIONS and index == 2):  # absent, or a bias
             return name
+        if node.op_type == "Pad" and index > 0:  # the pads, then the scalar padding value
+            return self._pads_at_rank_4(name, encoded) if index == 1 else name
         if node.op_type in CONVOLUTIONS and index == 1:
             if name in self.plan.retyped_weights:
                 return name
             return self._unsqueeze(name, _LIFTED_AXIS, encoded)  # folded at load time
         if name in self.renamed:
             return self.renamed[name]
-        # A convolution's data input has the rank of its weight: 3.
-        rank = 3 if node.op_type in CONVOLUTIONS else self.graph.ranks[name]
+        # A convolution's data input has the rank of its weight: 3; so has a Pad's before one.
+        reads_rank_3 = node.op_type in CONVOLUTIONS or node.op_type == "Pad"
+        rank = 3 if reads_rank_3 else self.graph.ranks[name]
         if rank <= 1:  # scalars and per-time-step vectors broadcast the same way at rank 4
             return name
         # A rank-r operand gains its unit axis just before its last one, as [N, C, T] does.
         return self._unsqueeze(name, rank - 1, encoded)
+
+    def _pads_at_rank_4(self, pads: str, encoded: list[bytes]) -> str:
+        """Pads of [N, C, T] ([n0, c0, t0, n1, c1, t1]) as those of [N, C, 1, T]: none on the
+        unit axis. Computed in the graph from the graph's own pads tensor (an exporter computes
+        it from constants; onnxruntime folds both)."""
+        if pads not in self.widened_pads:
+            if self.pads_order is None:
+                self.pads_order = self._fresh("yomiage/pads_at_rank_4")
+            with_zero = self._fresh(f"{pads}/with_zero")
+            self.widened_pads[pads] = self._fresh(f"{pads}/4d")
+            self.counter += 1
+            attributes = [wire.int_attribute("axis", 0)]
+            name = f"yomiage/Concat/{self.counter}"
+            encoded.append(
+                wire.node_field("Concat", [pads, self._const(0)], [with_zero], name, "", attributes)
+            )
+            self.counter += 1
+            gather = [with_zero, self.pads_order]
+            name = f"yomiage/Gather/{self.counter}"
+            encoded.append(wire.node_field("Gather", gather, [self.widened_pads[pads]], name))
+        return self.widened_pads[pads]
 
     def _identity(
         self, source: str, extent: _Extent, encoded: list[bytes], target: str = ""

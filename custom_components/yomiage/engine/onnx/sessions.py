@@ -34,6 +34,7 @@ from ..errors import BundleError, DeviceUnavailableError
 from . import (
     cuda_probe,
     device_graphs,
+    flow_mask,
     graph_cache,
     prepare,
     reduction_split,
@@ -346,8 +347,9 @@ def _split_or_none(source: Path, audio: str) -> DecoderSplit | None:
 
 
 def _rewritten_or_source(source: Path, scratch: Path, threads: int) -> Path:
-    """``source`` after the load-time rewrites that find their part in it (the relative
-    attention's zero-padded terms cut to the window, the synthesizer's convolutions lifted, its
+    """``source`` after the load-time rewrites that find their part in it (the flow's frame
+    mask left out where it is all ones, the relative attention's zero-padded terms cut to the
+    window, the synthesizer's convolutions lifted, its
     front's too where that pays on this CPU, those that would leave one of ``threads`` idle
     split into partial sums, BERT's relative positions cut to the buckets read), its weights
     then moved to a file of their own (onnxruntime maps them instead of copying them into the
@@ -357,6 +359,8 @@ def _rewritten_or_source(source: Path, scratch: Path, threads: int) -> Path:
     block = blocked_kernel_block()
     frame_rate = rewrite.frame_rate_lift_pays(block)
     steps: list[tuple[str, Callable[[Path, Path], bool]]] = [
+        # First: it tells the flow by the exporter's node names, which later steps' nodes lack.
+        ("unmasked.onnx", lambda a, b: wire.rewrite_file(a, b, flow_mask.leave_out_flow_mask)),
         (
             "banded.onnx",
             lambda a, b: wire.rewrite_file(a, b, relative_band.band_relative_attention),
@@ -439,6 +443,7 @@ def _prepared_settings(threads: int) -> str:
             f"lift {rewrite.REWRITE_VERSION}/{rewrite.DEFAULT_MIN_CHANNELS}",
             f"relative positions {relative_attention.REWRITE_VERSION}",
             f"relative band {relative_band.REWRITE_VERSION}",
+            f"flow mask {flow_mask.REWRITE_VERSION}",
             f"reduction split {reduction_split.REWRITE_VERSION} on {threads} threads",
             "saved onnx, weights apart, pre-packed",
             platform.machine(),

@@ -16,14 +16,15 @@ on AVX-512 (docs/PERFORMANCE.md), where a micro-benchmark of one layer had shown
 arithmetic, same weights (only their declared shape changes): outputs agree with the original to
 float rounding (~1e-6).
 
-Two more exact changes keep the work in the blocked kernels (measured in docs/PERFORMANCE.md):
+More exact changes keep the work in the blocked kernels (measured in docs/PERFORMANCE.md):
 identity 1x1 depthwise convolutions after each ConvTranspose and in front of LeakyRelus
 onnxruntime cannot fuse, with declared shapes, so that a stage's residual stream stays blocked
 (``_Plan._keep_blocked``); and the narrow end of the decoder runs as two overlapping halves in
 one batch, so that its blocked convolutions give both threads work (``_Tail``). onnxruntime
 shares a blocked convolution between threads by sets of four blocks of output channels, so the
 narrow end begins at 64 channels where blocks hold 16 floats (AVX-512), at 32 where they hold 8
-(AVX2).
+(AVX2). A zero Pad in front of a lifted convolution (Style-Bert-VITS2's feed-forward layers)
+lifts with it, where onnxruntime folds it into the convolution (``_Plan._pads_convolutions``).
 
 sessions.py builds a session from the rewritten graph once, saves onnxruntime's own optimised form
 of it in the graph cache (graph_cache.py), and memory-maps its weights on every later load.

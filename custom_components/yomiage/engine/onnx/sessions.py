@@ -3,14 +3,14 @@
 On the CPU each graph is prepared once and cached (docs/PERFORMANCE.md): the flow's frame mask
 left out where it is all ones (flow_mask.py), the relative attention of Style-Bert-VITS2's
 lineage cut to its window (relative_band.py), convolutions lifted to 2-D (rewrite.py), BERT's
-relative positions cut to the buckets a run reads (relative_attention.py), then onnxruntime's fully optimised graph saved with its weights in a
-file of their own, pre-packed where onnxruntime's kernels pack them (BERT's int8 matrix
-products, ConvTranspose). Later loads memory-map that file: no graph optimisation, no packing
-per run, the weights used in place (onnxruntime still copies a few packed ones, ~20 MB), and
-weights that are never read (most BERT embedding rows, the buckets of distances no text
-reaches) never enter memory. Each graph is prepared by a child process of its own
-(prepare.py), so that this process never holds what preparing costs. ``YOMIAGE_GRAPH_CACHE=0``
-loads the graphs as published instead.
+relative positions cut to the buckets a run reads (relative_attention.py), then onnxruntime's
+fully optimised graph saved with its weights in a file of their own, pre-packed where
+onnxruntime's kernels pack them (BERT's int8 matrix products, ConvTranspose). Later loads
+memory-map that file: no graph optimisation, no packing per run, the weights used in place
+(onnxruntime still copies a few packed ones, ~20 MB), and weights that are never read (most BERT
+embedding rows, the buckets of distances no text reaches) never enter memory. Each graph is
+prepared by a child process of its own (prepare.py), so that this process never holds what
+preparing costs. ``YOMIAGE_GRAPH_CACHE=0`` loads the graphs as published instead.
 """
 
 from __future__ import annotations

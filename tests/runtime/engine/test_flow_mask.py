@@ -43,18 +43,24 @@ def test_each_dialects_flow_runs_without_its_mask(tiny_bundle: Path, dialect: st
     assert_front_keeps_the_samples(source, audio, split, rewritten)
 
 
-def masked_flow() -> bytes:
-    """A flow-like graph: a mask made outside the flow (``Cast(keep > 0.5)``), multiplied in
-    before and after a convolution inside it; its output is the graph's."""
+def masked_flow(weights: bool = False) -> bytes:
+    """A flow-like graph: a mask made outside the flow (``Cast(keep > 0.5)``; ``weights``: the
+    int64 ``keep`` itself cast, any number), multiplied in before and after a convolution inside
+    it; its output is the graph's."""
     rng = np.random.default_rng(3)
     b = ModelBuilder()
     x = b.input("x", [1, CHANNELS, "T"])
-    keep = b.input("keep", [1, 1, "T"])
+    keep = b.input("keep", [1, 1, "T"], wire.TENSOR_INT64 if weights else 1)
     half = b.weight("half", np.array(0.5, dtype=np.float32))
     weight = (rng.standard_normal((CHANNELS, CHANNELS, 3)) * 0.3).astype(np.float32)
     w = b.weight("w", weight)
+    kept = (
+        ("Identity", [keep], "kept", "/Identity", [])
+        if weights
+        else ("Greater", [keep, half], "kept", "/Greater", [])
+    )
     for op_type, inputs, output, name, attributes in (
-        ("Greater", [keep, half], "kept", "/Greater", []),
+        kept,
         ("Cast", ["kept"], "mask", "/Cast", [int_attribute("to", 1)]),
         ("Mul", [x, "mask"], "h", "/flow/Mul", []),
         ("Conv", ["h", w], "c", "/flow/conv/Conv", conv_attributes(3)),
@@ -98,6 +104,19 @@ def test_a_mask_that_is_not_all_ones_fails_the_run_instead_of_changing_it() -> N
     with pytest.raises(Exception, match="Reshape"):
         session.run(None, feeds)
     assert session.run(None, _feeds(9))[0].shape == (1, CHANNELS, 9)
+
+
+def test_a_mask_of_other_numbers_fails_the_run_too() -> None:
+    original = masked_flow(weights=True)
+    rewritten = _without_mask(original)
+    for keep in ([1, 1, 1, 1], [1, 2, 1, 1]):
+        feeds = {**_feeds(4), "keep": np.array(keep, dtype=np.int64).reshape(1, 1, 4)}
+        expected = run(original, feeds)[0]
+        if max(keep) == 1:
+            np.testing.assert_array_equal(run(rewritten, feeds)[0], expected)
+        else:  # a product by 2 left out would change the numbers: the run fails instead
+            with pytest.raises(Exception, match="Reshape"):
+                run(rewritten, feeds)
 
 
 def test_a_graph_without_a_flow_is_left_alone(tiny_bundle: Path) -> None:

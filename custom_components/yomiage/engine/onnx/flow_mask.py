@@ -13,11 +13,11 @@ and the attention makes one more pass over its [T, T] scores; without them the f
 ``leave_out_flow_mask`` finds the mask (the one float Cast made outside the flow that the flow's
 products read), reads those products as their other operand and those masked scores as the
 scores, and checks the condition at the flow's end: its output is reshaped to [N, C, the mask's
-length x its smallest value], the same tensor where the mask is all ones and as long as the
-flow's frames, and an error for any other input (onnxruntime names the Reshape), never other
-numbers. Inside the flow the mask only multiplies tensors as long as the flow's frames (its
-input and what convolutions and attention make of it: Style-Bert-VITS2's code), so the check
-at its end covers every product left out.
+length, or 0 unless every element of it is 1], the same tensor where the mask is all ones and as
+long as the flow's frames, and an error for any other input (onnxruntime names the Reshape),
+never other numbers. Inside the flow the mask only multiplies tensors as long as the flow's
+frames (its input and what convolutions and attention make of it: Style-Bert-VITS2's code), so
+the check at its end covers every product left out.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from . import wire
 from .wire import Chunks, Graph, Node
 
-REWRITE_VERSION = 1  # bump when the rewrite changes: cached graphs are then rebuilt
+REWRITE_VERSION = 2  # bump when the rewrite changes: cached graphs are then rebuilt
 FLOW_SCOPE = "/flow/"  # node names of the flow, under any wrapper module (hayakoe's ``/net_g``)
 _MIN_OPSET = 14  # Reshape's allowzero: a checked length of 0 must not mean "keep the length"
 _FLOAT, _BOOL, _INT64 = 1, 9, 7  # TensorProto data types
@@ -194,9 +194,9 @@ def _encode(graph: Graph, plan: _Plan) -> Chunks:
 def _check(
     plan: _Plan, unchecked: str, fresh: Callable[[str], str], constants: list[bytes]
 ) -> list[bytes]:
-    """Nodes that give ``plan.output`` as ``unchecked`` reshaped to [N, C, the mask's length x
-    its smallest value]: itself where the mask is all ones and as long, an error otherwise
-    (their int64 initializers added to ``constants``)."""
+    """Nodes that give ``plan.output`` as ``unchecked`` reshaped to [N, C, the mask's length, or 0
+    unless every element of it is 1]: itself where the mask is all ones and as long, an error
+    otherwise (their initializers added to ``constants``)."""
     nodes: list[bytes] = []
 
     def op(op_type: str, inputs: list[str], *attributes: bytes, output: str = "") -> str:
@@ -214,9 +214,11 @@ def _check(
     shape = op("Shape", [unchecked])
     batch_and_channels = op("Slice", [shape, ints(0), ints(2)])
     length = op("Unsqueeze", [op("Size", [plan.mask]), ints(0)])
-    smallest = op("ReduceMin", [plan.mask], wire.int_attribute("keepdims", 0))
-    ones = op("Cast", [smallest], wire.int_attribute("to", _INT64))
-    frames = op("Mul", [length, ones])
+    one = fresh("one")
+    constants.append(wire.float_tensor(one, [], [1.0]))
+    is_one = op("Cast", [op("Equal", [plan.mask, one])], wire.int_attribute("to", _INT64))
+    all_ones = op("ReduceMin", [is_one], wire.int_attribute("keepdims", 0))
+    frames = op("Mul", [length, all_ones])
     target = op("Concat", [batch_and_channels, frames], wire.int_attribute("axis", 0))
     op("Reshape", [unchecked, target], wire.int_attribute("allowzero", 1), output=plan.output)
     return nodes

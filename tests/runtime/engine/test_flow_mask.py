@@ -15,9 +15,14 @@ from custom_components.yomiage.engine.onnx.decoder_graph import read_split
 from custom_components.yomiage.engine.onnx.flow_mask import FLOW_SCOPE, leave_out_flow_mask
 
 from .onnx_build import ModelBuilder, conv_attributes, float_attribute, int_attribute
-from .test_rewrite import FRONTS, assert_front_keeps_the_samples, nodes_of, residual_model, run
-
-CHANNELS = 16
+from .test_rewrite import (
+    CHANNELS,
+    FRONTS,
+    assert_front_keeps_the_samples,
+    nodes_of,
+    residual_model,
+    run,
+)
 
 
 def _without_mask(model: bytes) -> bytes:

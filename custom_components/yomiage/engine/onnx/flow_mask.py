@@ -111,25 +111,27 @@ def _false_where_mask_is_ones(
         condition = made_by(condition.inputs[0])
     if condition is None or condition.op_type != "Equal" or len(condition.inputs) != 2:
         return False
-    outer = made_by(condition.inputs[0])
-    if outer is None or outer.op_type != "Mul" or not _is_float_zero(graph, condition.inputs[1]):
+    outer, zero = condition.inputs
+    outer_node = made_by(outer)
+    if (
+        outer_node is None
+        or outer_node.op_type != "Mul"
+        or not _is_float_zero(graph, zero, made_by(zero))
+    ):
         return False
-    unsqueezed = [made_by(name) for name in outer.inputs]
+    unsqueezed = [made_by(name) for name in outer_node.inputs]
     return len(unsqueezed) == 2 and all(
         node is not None and node.op_type == "Unsqueeze" and node.inputs[0] == mask
         for node in unsqueezed
     )
 
 
-def _is_float_zero(graph: Graph, name: str) -> bool:
-    """Whether ``name`` is a one-element float 0 (an initializer or a Constant node's value)."""
+def _is_float_zero(graph: Graph, name: str, producer: Node | None) -> bool:
+    """Whether ``name`` is a one-element float 0: an initializer, or the value of its producer,
+    a Constant node."""
     tensor = graph.initializers.get(name)
-    if tensor is None:
-        constant = next(
-            (n for n in graph.nodes.values() if n.op_type == "Constant" and n.outputs == [name]),
-            None,
-        )
-        value = constant.attribute("value") if constant is not None else None
+    if tensor is None and producer is not None and producer.op_type == "Constant":
+        value = producer.attribute("value")
         tensor = value.tensor if value is not None else None
     data = wire.raw_data(tensor, _FLOAT) if tensor is not None else None
     return data is not None and len(data) == 4 and struct.unpack("<f", data)[0] == 0.0
@@ -151,8 +153,7 @@ def _flow_outputs(graph: Graph, flow: set[int], left_out: set[str]) -> set[str]:
 
 
 def _encode(graph: Graph, plan: _Plan) -> Chunks:
-    names = {name for node in graph.nodes.values() for name in node.inputs + node.outputs}
-    names.update(graph.initializers, graph.inputs, graph.outputs, graph.value_infos)
+    names = graph.names_in_use()
 
     def resolved(name: str) -> str:
         while name in plan.replaced:

@@ -123,8 +123,7 @@ class _Emitter:
         self.replaced = {
             part.tensor.name for split in splits for part in (split.weight, split.bias) if part
         }
-        self.names = {name for node in graph.nodes.values() for name in node.inputs + node.outputs}
-        self.names.update(graph.initializers, graph.inputs, graph.outputs, graph.value_infos)
+        self.names = graph.names_in_use()
         self.int_constants: dict[tuple[int, ...], str] = {}
 
     def encode(self) -> Chunks:

@@ -180,8 +180,7 @@ class _Emitter:
     def __init__(self, graph: Graph, terms: list[_Term]) -> None:
         self.graph = graph
         self.terms = terms
-        self.names = {name for node in graph.nodes.values() for name in node.inputs + node.outputs}
-        self.names.update(graph.initializers, graph.inputs, graph.outputs, graph.value_infos)
+        self.names = graph.names_in_use()
         self.constants: dict[tuple[int, ...], str] = {}
 
     def encode(self) -> Chunks:

@@ -196,8 +196,7 @@ class _Emitter:
     def __init__(self, graph: Graph, terms: list[_Term]) -> None:
         self.graph = graph
         self.terms = terms
-        self.names = {name for node in graph.nodes.values() for name in node.inputs + node.outputs}
-        self.names.update(graph.initializers, graph.inputs, graph.outputs, graph.value_infos)
+        self.names = graph.names_in_use()
         self.int_constants: dict[tuple[tuple[int, ...], tuple[int, ...]], str] = {}
         self.reads = {at: wire.node_reads(node) for at, node in graph.nodes.items()}
 

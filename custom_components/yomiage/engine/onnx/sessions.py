@@ -349,13 +349,12 @@ def _split_or_none(source: Path, audio: str) -> DecoderSplit | None:
 def _rewritten_or_source(source: Path, scratch: Path, threads: int) -> Path:
     """``source`` after the load-time rewrites that find their part in it (the flow's frame
     mask left out where it is all ones, the relative attention's zero-padded terms cut to the
-    window, the synthesizer's convolutions lifted, its
-    front's too where that pays on this CPU, those that would leave one of ``threads`` idle
-    split into partial sums, BERT's relative positions cut to the buckets read), its weights
-    then moved to a file of their own (onnxruntime maps them instead of copying them into the
-    heap that preparing it takes: half the peak for BERT, docs/PERFORMANCE.md); each step
-    written to ``scratch``, each step's input removed once the next holds it all (the disk
-    back)."""
+    window, the synthesizer's convolutions lifted, its front's too where that pays on this CPU,
+    those that would leave one of ``threads`` idle split into partial sums, BERT's relative
+    positions cut to the buckets read), its weights then moved to a file of their own
+    (onnxruntime maps them instead of copying them into the heap that preparing it takes: half
+    the peak for BERT, docs/PERFORMANCE.md); each step written to ``scratch``, each step's input
+    removed once the next holds it all (the disk back)."""
     block = blocked_kernel_block()
     frame_rate = rewrite.frame_rate_lift_pays(block)
     steps: list[tuple[str, Callable[[Path, Path], bool]]] = [

@@ -401,6 +401,12 @@ class Graph:
                 declared[item.number][name] = rank
         return graph
 
+    def names_in_use(self) -> set[str]:
+        """Every tensor name the graph uses: what a new name must not be (``fresh_name``)."""
+        names = {name for node in self.nodes.values() for name in node.inputs + node.outputs}
+        names.update(self.initializers, self.inputs, self.outputs, self.value_infos)
+        return names
+
     def consumers(self) -> dict[str, list[int]]:
         """The positions of the nodes that read each name."""
         found: dict[str, list[int]] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 
 from custom_components.yomiage.engine.onnx import wire
@@ -111,3 +112,16 @@ def test_a_move_whose_result_is_also_read_elsewhere_stays(tmp_path: Path) -> Non
     after = graph_of(banded(extended))
     assert padded_tables(after) == 1  # the exposed layer's key table only
     assert exposed in {name for node in after.nodes.values() for name in node.outputs}
+
+
+def test_the_queries_scaling_folds_into_the_products(tmp_path: Path) -> None:
+    """The keys' term reads T off its own product, not off the scaled queries: these then feed
+    products only, and onnxruntime folds their scaling (a Div per layer) into them."""
+    optimised = tmp_path / "optimised.onnx"
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(optimised)
+    ort.InferenceSession(banded(HAYAKOE / "synthesizer.onnx"), options, ["CPUExecutionProvider"])
+    published = graph_of(wire.mapped(HAYAKOE / "synthesizer.onnx")).nodes.values()
+    assert any(n.op_type == "Div" and "attn_layers" in n.name for n in published)
+    left = graph_of(wire.mapped(optimised)).nodes.values()
+    assert not any(n.op_type == "Div" and "attn_layers" in n.name for n in left)

@@ -30,7 +30,7 @@ from typing import Literal
 from . import wire
 from .wire import Chunks, Graph, Node
 
-REWRITE_VERSION = 1  # bump when the rewrite changes: cached graphs are then rebuilt
+REWRITE_VERSION = 2  # bump when the rewrite changes: cached graphs are then rebuilt
 _MIN_OPSET = 13  # Unsqueeze with its axes as an input; Pad (11) and Range (11) with inputs
 _RESHUFFLES = frozenset({"Pad", "Reshape", "Slice"})  # what moves a product between layouts
 # Between an embedding table and the product that reads it: its zero padding to 2T - 1 offsets,
@@ -248,11 +248,14 @@ class _Emitter:
     def _keys(self, term: _Term, nodes: list[bytes]) -> str:
         """[b, h, T, T]: R[i, j - i + w] inside the window, zeros outside (the skew above)."""
         w = term.window
-        length = self._length(term.source, nodes)
         turned = self._op(
             "Transpose", [term.embedding], nodes, wire.ints_attribute("perm", [0, 2, 1])
         )
         by_offset = self._op("MatMul", [term.source, turned], nodes)  # [b, h, T, 2w + 1]
+        # T read off the product, not the queries: a Shape of the queries would keep the
+        # exporter's scaling and transpose of them alive, which onnxruntime otherwise folds
+        # into this product.
+        length = self._length(by_offset, nodes)
         pads = self._op("Concat", [self._ints([0] * 7), length], nodes, _axis0())
         padded = self._op("Pad", [by_offset, pads], nodes)  # rows of T + 2w + 1
         flat = self._op("Reshape", [padded, self._ints([0, 0, -1])], nodes)

@@ -11,7 +11,6 @@ import pytest
 from numpy.typing import NDArray
 
 from custom_components.yomiage.engine.onnx import wire
-from custom_components.yomiage.engine.onnx.decoder_graph import read_split
 from custom_components.yomiage.engine.onnx.flow_mask import FLOW_SCOPE, leave_out_flow_mask
 
 from .onnx_build import ModelBuilder, conv_attributes, float_attribute, int_attribute
@@ -19,6 +18,7 @@ from .test_rewrite import (
     CHANNELS,
     FRONTS,
     assert_front_keeps_the_samples,
+    dialect_front,
     nodes_of,
     residual_model,
     run,
@@ -33,19 +33,15 @@ def _without_mask(model: bytes) -> bytes:
 
 @pytest.mark.parametrize("dialect", sorted(FRONTS))
 def test_each_dialects_flow_runs_without_its_mask(tiny_bundle: Path, dialect: str) -> None:
-    path, audio = FRONTS[dialect]
-    source = path or next((tiny_bundle / "onnx" / "speakers").iterdir()) / "synthesizer.onnx"
-    split = read_split(source, audio)
-    assert split is not None
-    front = b"".join(bytes(part) for part in split.front.parts)
-    rewritten = _without_mask(front)
+    whole = dialect_front(tiny_bundle, dialect)
+    rewritten = _without_mask(whole.front)
     flow = [node for node in nodes_of(rewritten) if FLOW_SCOPE in node.name]
-    masked = [node for node in nodes_of(front) if FLOW_SCOPE in node.name]
+    masked = [node for node in nodes_of(whole.front) if FLOW_SCOPE in node.name]
     # Every attention's masked scores are gone, and the mask's products with them.
     assert sum(node.op_type == "Where" for node in masked) > 0
     assert not any(node.op_type == "Where" for node in flow)
     assert sum(n.op_type == "Mul" for n in flow) < sum(n.op_type == "Mul" for n in masked)
-    assert_front_keeps_the_samples(source, audio, split, rewritten)
+    assert_front_keeps_the_samples(whole, rewritten)
 
 
 def masked_flow(weights: bool = False) -> bytes:

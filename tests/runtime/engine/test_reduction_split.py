@@ -12,7 +12,6 @@ import pytest
 from numpy.typing import NDArray
 
 from custom_components.yomiage.engine.onnx import reduction_split, sessions, wire
-from custom_components.yomiage.engine.onnx.decoder_graph import read_split
 from custom_components.yomiage.engine.onnx.reduction_split import groups_for, split_reductions
 from custom_components.yomiage.engine.onnx.rewrite import lift_convolutions
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
@@ -22,6 +21,7 @@ from .test_rewrite import (
     FRONTS,
     TOLERANCE,
     assert_front_keeps_the_samples,
+    dialect_front,
     entries,
     nodes_of,
     run,
@@ -128,16 +128,12 @@ def test_each_dialects_front_split_gives_its_samples(
     minimum is lifted for the test: its 32 -> 16 convolutions become two groups), then its
     decoder as published: the samples of the whole graph as exported, within 1 LSB."""
     monkeypatch.setattr(reduction_split, "MIN_PRODUCTS_PER_GROUP", 0)
-    path, audio = FRONTS[dialect]
-    source = path or next((tiny_bundle / "onnx" / "speakers").iterdir()) / "synthesizer.onnx"
-    parts = read_split(source, audio)
-    assert parts is not None
-    front = b"".join(bytes(part) for part in parts.front.parts)
-    chunks = lift_convolutions(memoryview(front), min_channels=0, frame_rate=True, block=AVX512)
-    assert chunks is not None
-    rewritten = split(b"".join(bytes(part) for part in chunks.parts))
+    whole = dialect_front(tiny_bundle, dialect)
+    lift = lift_convolutions(memoryview(whole.front), min_channels=0, frame_rate=True, block=AVX512)
+    assert lift is not None
+    rewritten = split(b"".join(bytes(part) for part in lift.parts))
     assert 2 in [group_of(node) for node in nodes_of(rewritten) if node.op_type == "Conv"]
-    assert_front_keeps_the_samples(source, audio, parts, rewritten, threads=2)
+    assert_front_keeps_the_samples(whole, rewritten, threads=2)
 
 
 def test_nothing_is_split_where_the_threads_are_even_or_the_graph_is_not_lifted() -> None:

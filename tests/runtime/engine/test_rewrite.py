@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -404,32 +405,45 @@ def test_each_dialects_front_lifted_at_frame_rate_gives_its_samples(
 ) -> None:
     """The synthesizer's front (text encoder, durations, flow) with every convolution lifted,
     then its decoder as published: the samples of the whole graph as exported, within 1 LSB."""
+    whole = dialect_front(tiny_bundle, dialect)
+    chunks = lift_convolutions(memoryview(whole.front), min_channels=0, frame_rate=True)
+    assert chunks is not None
+    rewritten = b"".join(bytes(part) for part in chunks.parts)
+    assert 2 in kernel_ranks(rewritten)
+    assert_front_keeps_the_samples(whole, rewritten)
+
+
+@dataclass(frozen=True)
+class DialectFront:
+    """A dialect's whole synthesizer (ours: the tiny bundle's), where it is cut at its decoder,
+    and its front's bytes."""
+
+    source: Path
+    audio: str
+    split: DecoderSplit
+    front: bytes
+
+
+def dialect_front(tiny_bundle: Path, dialect: str) -> DialectFront:
     path, audio = FRONTS[dialect]
     source = path or next((tiny_bundle / "onnx" / "speakers").iterdir()) / "synthesizer.onnx"
     split = read_split(source, audio)
     assert split is not None
-    front = b"".join(bytes(part) for part in split.front.parts)
-    chunks = lift_convolutions(memoryview(front), min_channels=0, frame_rate=True)
-    assert chunks is not None
-    rewritten = b"".join(bytes(part) for part in chunks.parts)
-    assert 2 in kernel_ranks(rewritten)
-    assert_front_keeps_the_samples(source, audio, split, rewritten)
+    return DialectFront(source, audio, split, b"".join(bytes(part) for part in split.front.parts))
 
 
-def assert_front_keeps_the_samples(
-    source: Path, audio: str, split: DecoderSplit, front: bytes, threads: int = 1
-) -> None:
-    """``front`` (a rewritten form of ``split``'s front) then the decoder as published give the
-    samples of the whole synthesizer ``source`` as exported, within 1 LSB."""
+def assert_front_keeps_the_samples(whole: DialectFront, front: bytes, threads: int = 1) -> None:
+    """``front`` (a rewritten form of ``whole``'s front) then the decoder as published give the
+    samples of the whole synthesizer as exported, within 1 LSB."""
     plain = SessionFactory(threads=threads, use_cache=False)
-    whole = plain.create(source)
+    published = plain.create(whole.source)
     rewritten = plain._open(front, plain.options())
-    decoder = plain._open(b"".join(bytes(p) for p in split.decoder.parts), plain.options())
+    decoder = plain._open(b"".join(bytes(p) for p in whole.split.decoder.parts), plain.options())
     for phones in (5, 33, 80):
-        feeds = synthesizer_feeds(whole, phones)
-        expected = whole.run([audio], feeds)[0]
-        boundary = rewritten.run(list(split.boundary), feeds)
-        (got,) = decoder.run(None, dict(zip(split.boundary, boundary, strict=True)))
+        feeds = synthesizer_feeds(published, phones)
+        expected = published.run([whole.audio], feeds)[0]
+        boundary = rewritten.run(list(whole.split.boundary), feeds)
+        (got,) = decoder.run(None, dict(zip(whole.split.boundary, boundary, strict=True)))
         assert got.shape == expected.shape
         assert np.abs(pcm(got) - pcm(expected)).max() <= 1
 

@@ -34,11 +34,19 @@ _LIFTED_RANK = 4  # [O, I, 1, K] weights: convolutions the lift moved to 2-D
 
 
 @dataclass(frozen=True)
+class _Float:
+    """A float32 initializer stored as raw data, and that data."""
+
+    tensor: wire.Tensor
+    data: memoryview
+
+
+@dataclass(frozen=True)
 class _Split:
     position: int
     groups: int
-    weight: wire.FloatInitializer
-    bias: wire.FloatInitializer | None
+    weight: _Float
+    bias: _Float | None
 
 
 def groups_for(out_channels: int, in_channels: int, kernel: int, block: int, threads: int) -> int:
@@ -84,16 +92,24 @@ def _split_of(graph: Graph, position: int, node: Node, block: int, threads: int)
     group = node.attribute("group")
     if group is not None and group.i not in (None, 1):
         return None
-    weight = wire.float_initializer(graph, node.inputs[1])
+    weight = _float_initializer(graph, node.inputs[1])
     if weight is None or len(weight.tensor.dims) != _LIFTED_RANK or weight.tensor.dims[2] != 1:
         return None
     has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
-    bias = wire.float_initializer(graph, node.inputs[2]) if has_bias else None
+    bias = _float_initializer(graph, node.inputs[2]) if has_bias else None
     if has_bias and bias is None:
         return None  # a bias computed in the graph: left as it is
     out_channels, in_channels, _, kernel = weight.tensor.dims
     groups = groups_for(out_channels, in_channels, kernel, block, threads)
     return None if groups == 1 else _Split(position, groups, weight, bias)
+
+
+def _float_initializer(graph: Graph, name: str) -> _Float | None:
+    tensor = graph.initializers.get(name)
+    if tensor is None or name in graph.inputs:
+        return None
+    data = wire.raw_data(tensor, wire.TENSOR_FLOAT)
+    return None if data is None else _Float(tensor, data)
 
 
 class _Emitter:
@@ -111,7 +127,13 @@ class _Emitter:
         self.int_constants: dict[tuple[int, ...], str] = {}
 
     def encode(self) -> Chunks:
-        read = wire.still_read(self.graph, self.splits)
+        read = {
+            name
+            for position, node in self.graph.nodes.items()
+            if position not in self.splits
+            for name in wire.node_reads(node)
+        }
+        read |= set(self.graph.outputs)
         out = Chunks()
         for position, item in enumerate(self.graph.items):
             split = self.splits.get(position)
@@ -171,7 +193,7 @@ class _Emitter:
         return wire.fresh_name(self.names, wanted)
 
 
-def _grouped_rows(weight: wire.FloatInitializer, groups: int) -> list[memoryview]:
+def _grouped_rows(weight: _Float, groups: int) -> list[memoryview]:
     """The rows of the grouped weight [G O, I / G, 1, K], as views of ``weight`` [O, I, 1, K]:
     group g's rows are every output's products with input channels g I / G .. (g + 1) I / G,
     which lie together in each output's row."""

@@ -36,7 +36,6 @@ from . import (
     device_graphs,
     flow_mask,
     graph_cache,
-    merged_convs,
     prepare,
     reduction_split,
     relative_attention,
@@ -350,8 +349,7 @@ def _split_or_none(source: Path, audio: str) -> DecoderSplit | None:
 def _rewritten_or_source(source: Path, scratch: Path, threads: int) -> Path:
     """``source`` after the load-time rewrites that find their part in it (the flow's frame
     mask left out where it is all ones, the relative attention's zero-padded terms cut to the
-    window, convolutions of one input stacked into one where there are blocked kernels, the
-    synthesizer's convolutions lifted, its front's too where that pays on this CPU,
+    window, the synthesizer's convolutions lifted, its front's too where that pays on this CPU,
     those that would leave one of ``threads`` idle split into partial sums, BERT's relative
     positions cut to the buckets read), its weights then moved to a file of their own
     (onnxruntime maps them instead of copying them into the heap that preparing it takes: half
@@ -365,12 +363,6 @@ def _rewritten_or_source(source: Path, scratch: Path, threads: int) -> Path:
         (
             "banded.onnx",
             lambda a, b: wire.rewrite_file(a, b, relative_band.band_relative_attention),
-        ),
-        (
-            "merged.onnx",
-            lambda a, b: wire.rewrite_file(
-                a, b, lambda model: merged_convs.merge_sibling_convolutions(model, block)
-            ),
         ),
         (
             "lifted.onnx",
@@ -451,7 +443,6 @@ def _prepared_settings(threads: int) -> str:
             f"relative positions {relative_attention.REWRITE_VERSION}",
             f"relative band {relative_band.REWRITE_VERSION}",
             f"flow mask {flow_mask.REWRITE_VERSION}",
-            f"merged convolutions {merged_convs.REWRITE_VERSION}",
             f"reduction split {reduction_split.REWRITE_VERSION} on {threads} threads",
             "saved onnx, weights apart, pre-packed",
             platform.machine(),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Self
@@ -414,36 +414,6 @@ class Graph:
             for name in node.inputs:
                 found.setdefault(name, []).append(position)
         return found
-
-
-@dataclass(frozen=True)
-class FloatInitializer:
-    """A float32 initializer stored as raw data, and that data."""
-
-    tensor: Tensor
-    data: memoryview
-
-
-def float_initializer(graph: Graph, name: str) -> FloatInitializer | None:
-    """Initializer ``name`` of ``graph`` where it is a constant float32 with raw data (not an
-    old graph's overridable input); None otherwise."""
-    tensor = graph.initializers.get(name)
-    if tensor is None or name in graph.inputs:
-        return None
-    data = raw_data(tensor, TENSOR_FLOAT)
-    return None if data is None else FloatInitializer(tensor, data)
-
-
-def still_read(graph: Graph, replaced: Collection[int]) -> set[str]:
-    """The names the graph's nodes other than those at positions ``replaced`` read, and its
-    outputs: the initializers a rewrite of those nodes must keep."""
-    read = {
-        name
-        for position, node in graph.nodes.items()
-        if position not in replaced
-        for name in node_reads(node)
-    }
-    return read | set(graph.outputs)
 
 
 def node_reads(node: Node) -> list[str]:

@@ -89,7 +89,9 @@ def signed_in_page(hass: Hass, locale: str) -> Iterator[Page]:
             stored = json.dumps(json.dumps(tokens))
             context.add_init_script(f"localStorage.setItem('hassTokens', {stored});")
             page = context.new_page()
-            page.set_default_timeout(20_000)
+            # Generous: scripts/test runs this beside the other Home Assistant stack's suite on
+            # the same cores, where a dialog once took over 20 s to answer a click.
+            page.set_default_timeout(60_000)
             yield page
         finally:
             browser.close()

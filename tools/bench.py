@@ -27,6 +27,8 @@ missing), ``published`` (Yomiage with its graph cache off: the graphs as publish
 same voice as hayakoe's form, Style-Bert-VITS2's converter and an AIVMX file write it,
 tools/make_dialects.py: every dialect at the speed of our own export), ``pitch`` (Yomiage with
 pitch and intonation moved, ``PITCH_OPTIONS``: what audio/pitch.py costs), or ``none``.
+What it measures: the full random voice as hayakoe's exporter writes it (tools/make_dialects.py;
+the layout of the published voices), ``--bundle`` another, ``--quick`` the tiny bundle.
 ``--quick``: the tiny bundle, two texts, one repetition: a smoke test of the harness itself.
 ``--first-start``: Yomiage's start alone, on an empty graph cache (the first start ever, which
 prepares the graphs for this CPU) and on the cache it left, each start a fresh process: time to
@@ -771,13 +773,20 @@ def _built(preset: str, folder: Path) -> Path:
     return ensure_bundle(preset, folder)
 
 
-def dialect_views(source: Path, out: Path) -> list[tuple[str, tuple[Path, str]]]:
-    """One-speaker views of the source bundle's first speaker as the other exporters write it
-    (built by tools/make_dialects.py beside the bundle when missing), each with its voice."""
-    from yomiage_engine.aivm import read_aivmx
+def measured_source(source: Path, explicit: Path | None, quick: bool, peer: str) -> Path:
+    """The bundle the benchmark measures: a bundle given on the command line, and the quick
+    run's tiny one, as they are; else the full voice as hayakoe's exporter writes it, the layout
+    of the published voices users run (its BERT from ``source``). ``dialects`` compares the
+    exporters' forms with our own export, which it keeps."""
+    if explicit is not None or quick or peer == "dialects":
+        return source
+    return _dialects_folder(source) / "hayakoe"
 
+
+def _dialects_folder(source: Path) -> Path:
+    """The source bundle's first speaker as the other exporters write it (built by
+    tools/make_dialects.py when missing)."""
     from tools.make_dialects import DEFAULT_OUT
-    from tools.presets import PRESETS
 
     preset = "tiny" if source == TINY_BUNDLE else "full"
     folder = REPO / DEFAULT_OUT[preset]
@@ -786,6 +795,18 @@ def dialect_views(source: Path, out: Path) -> list[tuple[str, tuple[Path, str]]]
 
         _progress(f"building {folder} (the first speaker in other exporters' forms)")
         build_dialects(folder, preset)
+    return folder
+
+
+def dialect_views(source: Path, out: Path) -> list[tuple[str, tuple[Path, str]]]:
+    """One-speaker views of the source bundle's first speaker as the other exporters write it,
+    each with its voice."""
+    from yomiage_engine.aivm import read_aivmx
+
+    from tools.presets import PRESETS
+
+    preset = "tiny" if source == TINY_BUNDLE else "full"
+    folder = _dialects_folder(source)
     hayakoe = one_speaker_view(folder / "hayakoe", out / "bundle-hayakoe", language=source)
     converter = one_speaker_view(folder / "sbv2", out / "bundle-sbv2", language=source)
     voice_file = folder / f"{PRESETS[preset].speakers[0]}.aivmx"  # not the two-speaker one
@@ -856,7 +877,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="tiny bundle, 2 texts, 1 rep")
     parser.add_argument("--out", type=Path, default=REPO / "bench-out")
-    parser.add_argument("--bundle", type=Path, help="bundle to use instead of the preset's")
+    parser.add_argument(
+        "--bundle",
+        type=Path,
+        help="bundle to use instead of the full voice in the published layout",
+    )
     parser.add_argument("--texts", nargs="+", choices=sorted(TEXTS))
     parser.add_argument("--reps", type=int)
     parser.add_argument("--warmups", type=int)
@@ -878,12 +903,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.keep_cache:
         shutil.rmtree(cache, ignore_errors=True)
     source = bundle_for(args.quick, args.bundle, out).resolve()
-    bundle, voice = one_speaker_view(source, out / "bundle")
+    measured = measured_source(source, args.bundle, args.quick, args.peer)
+    bundle, voice = one_speaker_view(measured, out / "bundle", language=source)
     if args.first_start:
-        plan = Plan(source, bundle, voice, texts=(), warmups=0, reps=args.reps or 3, out=out)
+        plan = Plan(measured, bundle, voice, texts=(), warmups=0, reps=args.reps or 3, out=out)
     else:
         plan = Plan(
-            source=source,
+            source=measured,
             bundle=bundle,
             voice=voice,
             texts=tuple(args.texts or (QUICK_TEXTS if args.quick else TEXTS)),

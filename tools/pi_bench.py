@@ -57,6 +57,7 @@ from .bench import (
     bundle_for,
     configs_for,
     machine,
+    measured_source,
     one_speaker_view,
 )
 from .cpu_cap import CpuCap, CpuCapError
@@ -374,7 +375,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", type=Path, default=REPO / "bench-out" / "pi")
-    parser.add_argument("--bundle", type=Path, help="bundle to use instead of the full preset")
+    parser.add_argument(
+        "--bundle",
+        type=Path,
+        help="bundle to use instead of the full voice in the published layout",
+    )
     parser.add_argument(
         "--peer",
         choices=["hayakoe", "self"],
@@ -388,8 +393,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     source = bundle_for(False, args.bundle, out).resolve()
-    bundle, voice = one_speaker_view(source, out / "bundle")
-    plan = Plan(source, bundle, voice, texts=(), warmups=0, reps=args.reps, out=out)
+    measured = measured_source(source, args.bundle, quick=False, peer=args.peer)
+    bundle, voice = one_speaker_view(measured, out / "bundle", language=source)
+    plan = Plan(measured, bundle, voice, texts=(), warmups=0, reps=args.reps, out=out)
     configs = configs_for(args.peer, out / "yomiage-cache", args.threads)
     try:
         results = run(configs, plan, f"yomiage-pi-bench-{out.name}")

@@ -235,6 +235,23 @@ def test_one_speaker_view_links_the_first_speaker_and_its_first_style(tmp_path: 
     assert (view / "bert").resolve() == (bundle / "bert").resolve()
 
 
+def test_the_default_bundle_is_the_published_layout(tmp_path: Path) -> None:
+    """With no bundle named, the benchmark measures the voice as hayakoe's exporter writes it
+    (the layout of the published voices users run), with the source bundle's BERT; a bundle
+    named, the quick run's and ``dialects`` (which compares the forms with our own export)
+    keep theirs."""
+    published = bench.measured_source(bench.TINY_BUNDLE, None, quick=False, peer="hayakoe")
+    assert published == bench.REPO / "tests" / "fixtures" / "dialects-tiny" / "hayakoe"
+    view, voice = bench.one_speaker_view(published, tmp_path / "view", language=bench.TINY_BUNDLE)
+    speaker = view / "onnx" / "speakers" / voice.split("/")[0]
+    assert (speaker / "synthesizer.onnx").is_file()
+    assert (view / "bert").resolve() == (bench.TINY_BUNDLE / "bert").resolve()
+    named = tmp_path / "named"
+    assert bench.measured_source(named, named, quick=False, peer="hayakoe") == named
+    for quick, peer in ((True, "self"), (False, "dialects")):
+        assert bench.measured_source(bench.TINY_BUNDLE, None, quick, peer) == bench.TINY_BUNDLE
+
+
 def test_bundle_without_speakers_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "bundle" / "onnx" / "speakers").mkdir(parents=True)
     with pytest.raises(bench.BenchError, match="no speaker folders"):

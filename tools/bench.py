@@ -28,7 +28,7 @@ same voice as hayakoe's form, Style-Bert-VITS2's converter and an AIVMX file wri
 tools/make_dialects.py: every dialect at the speed of our own export), ``pitch`` (Yomiage with
 pitch and intonation moved, ``PITCH_OPTIONS``: what audio/pitch.py costs), or ``none``.
 What it measures: the full random voice as hayakoe's exporter writes it (tools/make_dialects.py;
-the layout of the published voices), ``--bundle`` another, ``--quick`` the tiny bundle.
+the layout of the published voices), or the bundle ``--bundle`` names.
 ``--quick``: the tiny bundle, two texts, one repetition: a smoke test of the harness itself.
 ``--first-start``: Yomiage's start alone, on an empty graph cache (the first start ever, which
 prepares the graphs for this CPU) and on the cache it left, each start a fresh process: time to
@@ -783,6 +783,16 @@ def measured_source(source: Path, explicit: Path | None, quick: bool, peer: str)
     return _dialects_folder(source) / "hayakoe"
 
 
+def measured_view(
+    quick: bool, explicit: Path | None, peer: str, out: Path
+) -> tuple[Path, Path, str]:
+    """The bundle the benchmark measures (``measured_source``) and its one-speaker view in
+    ``out``: (bundle, view, voice)."""
+    source = bundle_for(quick, explicit, out).resolve()
+    measured = measured_source(source, explicit, quick, peer)
+    return (measured, *one_speaker_view(measured, out / "bundle", language=source))
+
+
 def _dialects_folder(source: Path) -> Path:
     """The source bundle's first speaker as the other exporters write it (built by
     tools/make_dialects.py when missing)."""
@@ -902,9 +912,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache = out / "yomiage-cache"
     if not args.keep_cache:
         shutil.rmtree(cache, ignore_errors=True)
-    source = bundle_for(args.quick, args.bundle, out).resolve()
-    measured = measured_source(source, args.bundle, args.quick, args.peer)
-    bundle, voice = one_speaker_view(measured, out / "bundle", language=source)
+    measured, bundle, voice = measured_view(args.quick, args.bundle, args.peer, out)
     if args.first_start:
         plan = Plan(measured, bundle, voice, texts=(), warmups=0, reps=args.reps or 3, out=out)
     else:
@@ -921,7 +929,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.first_start:
             return _report(out, first_start_run(configs_for("none", cache)[0], plan, cache), None)
-        views = dialect_views(source, out) if args.peer == "dialects" else []
+        # ``dialects`` measures the source bundle itself (measured_source).
+        views = dialect_views(measured, out) if args.peer == "dialects" else []
         results = run(configs_for(args.peer, cache, views=views), plan)
     except BenchError as err:
         print(f"error: {err}", file=sys.stderr)

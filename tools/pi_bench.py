@@ -54,11 +54,9 @@ from .bench import (
     Config,
     Plan,
     Worker,
-    bundle_for,
     configs_for,
     machine,
-    measured_source,
-    one_speaker_view,
+    measured_view,
 )
 from .cpu_cap import CpuCap, CpuCapError
 
@@ -392,9 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    source = bundle_for(False, args.bundle, out).resolve()
-    measured = measured_source(source, args.bundle, quick=False, peer=args.peer)
-    bundle, voice = one_speaker_view(measured, out / "bundle", language=source)
+    measured, bundle, voice = measured_view(False, args.bundle, args.peer, out)
     plan = Plan(measured, bundle, voice, texts=(), warmups=0, reps=args.reps, out=out)
     configs = configs_for(args.peer, out / "yomiage-cache", args.threads)
     try:

@@ -793,12 +793,16 @@ def measured_view(
     return (measured, *one_speaker_view(measured, out / "bundle", language=source))
 
 
+def _preset_of(source: Path) -> str:
+    return "tiny" if source == TINY_BUNDLE else "full"
+
+
 def _dialects_folder(source: Path) -> Path:
     """The source bundle's first speaker as the other exporters write it (built by
     tools/make_dialects.py when missing)."""
     from tools.make_dialects import DEFAULT_OUT
 
-    preset = "tiny" if source == TINY_BUNDLE else "full"
+    preset = _preset_of(source)
     folder = REPO / DEFAULT_OUT[preset]
     if not (folder / "sbv2").is_dir():
         from tools.make_dialects import build_dialects  # torch: only when they must be built
@@ -815,11 +819,11 @@ def dialect_views(source: Path, out: Path) -> list[tuple[str, tuple[Path, str]]]
 
     from tools.presets import PRESETS
 
-    preset = "tiny" if source == TINY_BUNDLE else "full"
     folder = _dialects_folder(source)
     hayakoe = one_speaker_view(folder / "hayakoe", out / "bundle-hayakoe", language=source)
     converter = one_speaker_view(folder / "sbv2", out / "bundle-sbv2", language=source)
-    voice_file = folder / f"{PRESETS[preset].speakers[0]}.aivmx"  # not the two-speaker one
+    first_speaker = PRESETS[_preset_of(source)].speakers[0]
+    voice_file = folder / f"{first_speaker}.aivmx"  # not the two-speaker one
     aivmx = out / "bundle-aivmx"
     shutil.rmtree(aivmx, ignore_errors=True)
     (aivmx / "onnx").mkdir(parents=True)

@@ -20,10 +20,10 @@ whole, as Home Assistant hands a message it has whole, streamed to their end (fi
 speech past a smooth start's lead, the playback waits a player starting with the first piece would
 hear, the time to the last piece); and the 3-sentence text synthesised (speed factor, CPU seconds
 per audio second). After each repetition, a prepared message played: Home Assistant's own test of
-it (tests/runtime/ha/test_prepare.py) started and run in the cap, which times ``tts.speak`` to the
-player's first bytes from the cache; beside it, the peer's first audio of the announcement, which
-it can only synthesize when it is played. Last, Yomiage's roofline of the 3-sentence text in the
-cap (tools/roofline.py). Needs root. Written to the output folder: pi.json, pi.md.
+it (tests/runtime/integration/test_prepare.py) started and run in the cap, which times ``tts.speak``
+to the player's first bytes from the cache; beside it, the peer's first audio of the announcement,
+which it can only synthesize when it is played. Last, Yomiage's roofline of the 3-sentence text in
+the cap (tools/roofline.py). Needs root. Written to the output folder: pi.json, pi.md.
 
 Yomiage takes as many threads as the cap grants whole CPUs (engine/onnx/cores.py: one here), as
 it would in a container with a CPU limit; a Pi has no such limit and runs one thread per core,
@@ -73,7 +73,7 @@ SYNTHESISED = "medium"  # the 3-sentence text: speed factor
 # Home Assistant's own test of a prepared message (tts.speak to the player's first bytes, played
 # from its cache), run in the cap: it reports the wait as a JUnit property of that name.
 PREPARED_TEST = (
-    "tests/runtime/ha/test_prepare.py::"
+    "tests/runtime/integration/test_prepare.py::"
     "test_on_a_slow_box_a_message_starts_smoothly_but_is_prepared_without_the_lead"
 )
 PREPARED_PROPERTY = "prepared_audio_s"

@@ -15,7 +15,7 @@ import pytest
 # Imported before the `hass` fixture runs: the plugin mounts its own `custom_components` package,
 # which would otherwise hide ours.
 import custom_components.yomiage  # noqa: F401
-from tests.runtime.wyoming.addon import ADDON, REPO_ROOT
+from tests.runtime.yomiage.addon import ADDON, REPO_ROOT
 
 BASE_IMAGE = "yomiage-addon-base:trixie"  # scripts/setup
 # Names of this run only: two runs on one machine (CI and a checkout) must not meet.

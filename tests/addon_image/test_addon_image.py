@@ -37,7 +37,7 @@ from custom_components.yomiage.engine.hub.download import DEFAULT_REPO
 from custom_components.yomiage.engine.wyoming_contract import ZEROCONF_MARK, ZEROCONF_TYPE
 from custom_components.yomiage.supervisor import ADDON_SLUG
 from tests.runtime.fakehub import FakeHub, FakeRepo
-from tests.runtime.ha.home_assistant_os import (
+from tests.runtime.integration.home_assistant_os import (
     as_home_assistant_os,
     install_and_start,
     speak,
@@ -46,7 +46,7 @@ from tests.runtime.ha.home_assistant_os import (
 )
 from tests.runtime.supervisor_double import SupervisorDouble
 from tests.runtime.wav import read_wav
-from tests.runtime.wyoming.addon import ADDON, REPO_ROOT, free_port, load_run_script, wait_for
+from tests.runtime.yomiage.addon import ADDON, REPO_ROOT, free_port, load_run_script, wait_for
 
 from .conftest import RUN_NAME, TINY_BUNDLE, docker
 

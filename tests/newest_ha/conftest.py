@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.wyoming.addon import free_port
+from tests.runtime.yomiage.addon import free_port
 
 from .hass import REPO_ROOT, TINY_BUNDLE, Hass
 

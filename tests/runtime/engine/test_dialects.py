@@ -38,8 +38,8 @@ from ..voice_files import (
 )
 from .box import SlowBox
 from .common import QUIET, THREE_SENTENCES
+from .onnx.test_decoder_graph import sentence
 from .playback import listen
-from .test_decoder_graph import sentence
 
 TEXT = "今日は天気がいいので、公園まで散歩に行きましょう。" + THREE_SENTENCES
 

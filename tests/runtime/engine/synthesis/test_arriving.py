@@ -10,7 +10,7 @@ from collections.abc import Callable
 from custom_components.yomiage.engine import ArrivingText
 from custom_components.yomiage.engine.synthesis.arriving import WHOLE_WITHIN_S
 
-from .box import ModelledTime
+from ..box import ModelledTime
 
 TEXT = "おはようございます。七時です。"
 

@@ -18,7 +18,7 @@ import pytest
 
 from custom_components.yomiage.engine.text.readings import rewrite
 
-TABLE = Path(__file__).resolve().parent.parent / "fixtures" / "readings_table.tsv"
+TABLE = Path(__file__).resolve().parents[4] / "fixtures" / "readings_table.tsv"
 REQUIRED_PASS_RATE = 0.98
 # Katakana letters and the long-vowel mark; the middle dot ・ and all punctuation are dropped.
 _NOT_READING = re.compile(r"[^\u30a1-\u30fa\u30fc]")

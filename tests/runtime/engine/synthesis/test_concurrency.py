@@ -14,7 +14,7 @@ import pytest
 from custom_components.yomiage.engine.synthesis.engine import Engine
 from custom_components.yomiage.engine.synthesis.results import AudioChunk
 
-from .common import QUIET, THREE_SENTENCES
+from ..common import QUIET, THREE_SENTENCES
 
 TEXTS = ["おはようございます。", "玄関の鍵が開いています。閉めてください。"]
 

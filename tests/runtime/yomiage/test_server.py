@@ -300,7 +300,7 @@ def test_zeroconf_announces_a_tcp_server_only(
 
 
 def test_the_announcement_names_the_server_and_marks_it_as_yomiage() -> None:
-    """What Home Assistant's zeroconf sees (its flows are tested in tests/runtime/ha)."""
+    """What Home Assistant's zeroconf sees (its flows are tested in tests/runtime/integration)."""
     info = service_info("kitchen-pc", "192.0.2.7", 10200)
     assert info.type == ZEROCONF_TYPE == "_wyoming._tcp.local."
     assert info.name == "kitchen-pc._wyoming._tcp.local."

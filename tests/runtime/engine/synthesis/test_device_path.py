@@ -38,7 +38,7 @@ from custom_components.yomiage.engine.synthesis.device_path import (
 from custom_components.yomiage.engine.synthesis.engine import Engine
 from custom_components.yomiage.engine.synthesis.voice import Voice
 
-from .common import QUIET, THREE_SENTENCES
+from ..common import QUIET, THREE_SENTENCES
 
 # An engine told that CUDA works asks for it; this onnxruntime warns, then uses the CPU.
 pytestmark = pytest.mark.filterwarnings("ignore:Specified provider 'CUDAExecutionProvider'")

@@ -16,6 +16,7 @@ import pytest
 import soundfile
 
 from ..ebur128 import measure_file
+from ..engine.common import SAMPLE_RATE, THREE_SENTENCES
 from ..voice_files import (
     AIVMX,
     BROKEN,
@@ -25,7 +26,6 @@ from ..voice_files import (
     hayakoe_bundle,
     sbv2_bundle,
 )
-from .common import SAMPLE_RATE, THREE_SENTENCES
 
 
 def _yomiage(*args: str) -> subprocess.CompletedProcess[str]:

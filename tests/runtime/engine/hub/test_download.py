@@ -21,7 +21,7 @@ from custom_components.yomiage.engine.hub.download import (
 )
 from custom_components.yomiage.engine.hub.store import ModelDir
 
-from .fakehub import FakeHub, FakeRepo
+from ...fakehub import FakeHub, FakeRepo
 
 REPO = "voices/test"
 SPEAKERS = ("F1", "M1")

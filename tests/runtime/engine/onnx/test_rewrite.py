@@ -24,8 +24,8 @@ from custom_components.yomiage.engine.onnx.rewrite import (
 from custom_components.yomiage.engine.onnx.sessions import GRAPH_FILE, WEIGHTS_FILE, SessionFactory
 from custom_components.yomiage.engine.synthesis.engine import Engine
 
-from ..voice_files import DIALECTS, SBV2_SPEAKER, SPEAKER_DIR
-from .common import QUIET, THREE_SENTENCES
+from ...voice_files import DIALECTS, SBV2_SPEAKER, SPEAKER_DIR
+from ..common import QUIET, THREE_SENTENCES
 from .onnx_build import ModelBuilder, conv_attributes, float_attribute, int_attribute
 
 CHANNELS = 16

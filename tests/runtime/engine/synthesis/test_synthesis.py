@@ -20,7 +20,7 @@ from custom_components.yomiage.engine.synthesis.results import AudioChunk
 from custom_components.yomiage.engine.synthesis.voice import Voice
 from custom_components.yomiage.engine.text.frontend import Frontend
 
-from .common import QUIET, SAMPLE_RATE, THREE_SENTENCES
+from ..common import QUIET, SAMPLE_RATE, THREE_SENTENCES
 
 
 def test_voices_list_every_speaker_and_style(engine: Engine) -> None:

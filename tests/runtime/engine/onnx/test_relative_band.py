@@ -13,7 +13,7 @@ from custom_components.yomiage.engine.onnx import wire
 from custom_components.yomiage.engine.onnx.relative_band import band_relative_attention
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 
-from ..voice_files import DIALECTS, SBV2_SPEAKER, SPEAKER_DIR
+from ...voice_files import DIALECTS, SBV2_SPEAKER, SPEAKER_DIR
 from .test_rewrite import TOLERANCE, synthesizer_feeds
 
 HAYAKOE = DIALECTS / "hayakoe" / SPEAKER_DIR

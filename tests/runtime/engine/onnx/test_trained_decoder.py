@@ -19,7 +19,7 @@ from custom_components.yomiage.engine.onnx.decoder_graph import read_split
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory, blocked_kernel_block
 from custom_components.yomiage.engine.synthesis.pieces import decode_spans, decode_window
 
-from . import trained_voice
+from .. import trained_voice
 
 # Piper's graph ends with an Unsqueeze after its decoder's Tanh: the audio is that Tanh here.
 DECODER_AUDIO = "/dec/Tanh_output_0"

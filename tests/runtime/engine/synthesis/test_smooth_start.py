@@ -21,9 +21,9 @@ from custom_components.yomiage.engine import ArrivingText
 from custom_components.yomiage.engine.synthesis.engine import Engine
 from custom_components.yomiage.engine.synthesis.smooth_start import LEAD_MARGIN
 
-from .box import SlowBox
-from .common import QUIET, SAMPLE_RATE, THREE_SENTENCES
-from .playback import Heard, heard, listen
+from ..box import SlowBox
+from ..common import QUIET, SAMPLE_RATE, THREE_SENTENCES
+from ..playback import Heard, heard, listen
 
 SLOWER = 1.3  # seconds of decoding per second of audio made
 WARM_UP = "おはようございます。七時です。もうすぐ出かけましょう。"

@@ -26,7 +26,7 @@ from custom_components.yomiage.engine.onnx import prepare, wire
 from custom_components.yomiage.engine.onnx.sessions import GRAPH_FILE, WEIGHTS_FILE, SessionFactory
 from custom_components.yomiage.engine.synthesis.engine import Engine
 
-from .common import QUIET
+from ..common import QUIET
 from .test_rewrite import residual_feeds, residual_model, run
 
 

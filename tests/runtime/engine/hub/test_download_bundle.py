@@ -7,7 +7,7 @@ from pathlib import Path
 from custom_components.yomiage.engine.bundle import Bundle
 from custom_components.yomiage.engine.hub.download import fetch_bundle, list_offer, local_bundle
 
-from .fakehub import FakeHub, FakeRepo
+from ...fakehub import FakeHub, FakeRepo
 from .test_download import hub_settings, on_disk
 
 __all__ = ["hub_settings"]  # the autouse fixture, shared with the API tests

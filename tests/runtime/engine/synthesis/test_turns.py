@@ -18,8 +18,8 @@ from custom_components.yomiage.engine.synthesis.engine import Engine
 from custom_components.yomiage.engine.synthesis.results import AudioChunk
 from custom_components.yomiage.engine.synthesis.turns import FIRST_TURN_GUESS_S, ModelLock
 
-from .box import ModelledTime
-from .common import QUIET, THREE_SENTENCES
+from ..box import ModelledTime
+from ..common import QUIET, THREE_SENTENCES
 
 LONG_S = 10.0  # how long a test waits for a thread before it fails (never, when it passes)
 AHEAD_S = 100.0  # a player this far ahead can afford any cut in these tests

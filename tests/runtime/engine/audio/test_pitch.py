@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 from yomiage_engine import Engine, SynthesisOptions
 from yomiage_engine.audio.pitch import PitchShape
 
-from . import trained_voice
+from .. import trained_voice
 
 RATE = 44100
 BASIS = 48 * 512  # the engine's: a first piece's samples

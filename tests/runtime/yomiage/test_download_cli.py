@@ -12,8 +12,8 @@ from yomiage_engine.hub.download import Progress, local_bundle
 from yomiage.cli import main
 from yomiage.download_cli import ProgressBar
 
-from .fakehub import FakeHub, FakeRepo
-from .test_download import REPO, hub_settings, voices_files
+from ..engine.hub.test_download import REPO, hub_settings, voices_files
+from ..fakehub import FakeHub, FakeRepo
 
 __all__ = ["hub_settings"]  # the autouse fixture, shared with the API tests
 

@@ -44,7 +44,7 @@ from custom_components.yomiage.supervisor import ADDON_SLUG, REPOSITORY_SLUG
 from ..fakehub import FakeHub
 from ..supervisor_double import ADDON_TOKEN, StuckAddon, SupervisorDouble
 from ..wav import read_wav
-from ..wyoming.addon import RunScriptAddon, wait_for
+from ..yomiage.addon import RunScriptAddon, wait_for
 from .common import SPEAKERS
 from .home_assistant_os import (
     as_home_assistant_os,

@@ -16,8 +16,8 @@ from custom_components.yomiage.engine.synthesis.options import SynthesisOptions
 from custom_components.yomiage.engine.synthesis.pieces import FIRST_PIECE_FRAMES
 from custom_components.yomiage.engine.synthesis.voice import Voice
 
-from ..ebur128 import measure
-from .common import QUIET, SAMPLE_RATE
+from ...ebur128 import measure
+from ..common import QUIET, SAMPLE_RATE
 
 BASIS = FIRST_PIECE_FRAMES * 512  # the engine decides a gain on a first piece's samples
 FIVE_SENTENCES = (

@@ -58,12 +58,7 @@ from .pauses import (
 )
 from .pieces import FIRST_PIECE_FRAMES, decode_in_pieces
 from .results import AudioChunk, Synthesis
-from .smooth_start import (
-    PlannedSentence,
-    needs_smooth_start,
-    smooth_lead_s,
-    stretched_pause_s,
-)
+from .smooth_start import PlannedSentence, Stage, needs_smooth_start, smooth_start
 from .turns import ModelLock
 from .voice import ModelInputs, SentenceInput, Voice
 
@@ -75,9 +70,6 @@ _WARM_UP_TEXT = "あ。い。"
 # Long enough (~70 frames) that the decoder's fixed cost per run does not dominate its timing.
 _TIMING_TEXT = "おはようございます。"
 _Result = TypeVar("_Result")  # what a model run gives
-# A smooth start's plan of several pause windows (a long text) sends silence between them once
-# it has run this long, so that no player gives up on a stream that has not started.
-_KEEP_ALIVE_AFTER_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -426,57 +418,50 @@ class Engine:
     def _smooth_start(
         self, sequences: list[PhoneSequence], request: _Request
     ) -> Generator[AudioChunk]:
-        """The plan, then the lead of silence, then each sentence's pause sent ahead of it
-        (longer where the box runs slower than learnt) and the sentence decoded in one run
-        (smooth_start.py). A plan of several pause windows sends
-        silence between them once it has run ``_KEEP_ALIVE_AFTER_S``: it counts toward the
-        lead. The lead opens the first sentence, as its pause (the lead silence asked for
-        counts toward it)."""
-        lead = _Lead(sequences[0], self._silence_chunk, self._clock)
-        first, spaced = self._spaced_windows(sequences, request)
-        planned = [first]
-        pauses: list[float] = [0.0]
-        frames: list[float] = []
-        for part, spacing in spaced:
-            assert spacing.frames is not None  # the voice has a duration pass (_listened)
-            planned.extend(part[1:])
-            pauses.extend(spacing.pauses[1:])
-            frames.extend(spacing.frames[1:] if frames else spacing.frames)
-            if len(planned) < len(sequences):
-                yield from lead.keep_alive(_KEEP_ALIVE_AFTER_S)
-        if len(sequences) == 1:  # no window
-            durations = self._durations(*planned[0], request)
-            assert durations is not None
-            frames.append(float(durations.sum()))
-        speed = request.voice.decode_speed
-        cost = speed.sentence_s_per_frame()
-        assert cost is not None  # needs_smooth_start said the box is slower than real time
-        needed = smooth_lead_s(
-            (PlannedSentence(f, p) for f, p in zip(frames, pauses, strict=True)),
-            cost,
-            speed.frame_s,
-        )
-        yield from lead.until_speech(needed, request.lead_s)
-        playback = lead.playback
-        for index, (sequence, features) in enumerate(planned):
-            if index:
-                cost = speed.sentence_s_per_frame_now() or cost
-                pause = stretched_pause_s(
-                    pauses[index], playback.lead_s() or 0.0, frames[index], cost
-                )
-                yield self._silence_chunk(sequence, pause, playback)
-            yield from self._sentence(
-                sequence,
-                features,
-                None,
-                request,
-                self._clock(),
-                playback,
-                early_piece=False,
+        """A smooth start (smooth_start.py) over this engine's plan, its runs and its chunks."""
+        playback = _Playback(self._clock)
+
+        def silence(sentence: _Featured, seconds: float, opens: bool) -> AudioChunk:
+            return self._silence_chunk(sentence[0], seconds, playback, opens)
+
+        def speech(sentence: _Featured) -> Iterator[AudioChunk]:
+            return self._sentence(
+                *sentence, None, request, self._clock(), playback, early_piece=False
             )
 
+        stage = Stage(
+            sentences=len(sequences),
+            lead_silence_s=request.lead_s,
+            speed=request.voice.decode_speed,
+            clock=self._clock,
+            player_lead_s=playback.lead_s,
+            silence=silence,
+            speech=speech,
+        )
+        return smooth_start(self._plan(sequences, request), stage)
+
+    def _plan(
+        self, sequences: list[PhoneSequence], request: _Request
+    ) -> Iterator[list[PlannedSentence[_Featured]]]:
+        """A smooth start's plan, lazily: each pause window's sentences new to it, with their
+        pauses and predicted frames, as its BERT batch and pause pass run (the first sentence's
+        BERT run comes first, alone); a lone sentence, with a duration pass of its own."""
+        first, spaced = self._spaced_windows(sequences, request)
+        for index, (part, spacing) in enumerate(spaced):
+            assert spacing.frames is not None  # the voice has a duration pass (_listened)
+            pauses = [0.0, *spacing.pauses[1:]]
+            planned = [
+                PlannedSentence(*sentence)
+                for sentence in zip(part, spacing.frames, pauses, strict=True)
+            ]
+            yield planned[1:] if index else planned  # a window opens with the one before's last
+        if len(sequences) == 1:  # no window
+            durations = self._durations(*first, request)
+            assert durations is not None
+            yield [PlannedSentence(first, float(durations.sum()), 0.0)]
+
     def _silence_chunk(
-        self, sequence: PhoneSequence, seconds: float, playback: _Playback, opens: bool = True
+        self, sequence: PhoneSequence, seconds: float, playback: _Playback, opens: bool
     ) -> AudioChunk:
         """Silence sent ahead of the sentence's audio: its pause (``opens``), or more of it."""
         pcm = silence(seconds, self.sample_rate)
@@ -727,55 +712,6 @@ class Engine:
     def _check_open(self) -> None:
         if self._closed:
             raise YomiageError("the engine has been closed")
-
-
-class _Lead:
-    """The silence a smooth start sends before its first sentence's speech: while the plan runs
-    (keeping the player from giving up) and after it, until speech is due."""
-
-    def __init__(
-        self,
-        first: PhoneSequence,
-        silence_chunk: Callable[[PhoneSequence, float, _Playback, bool], AudioChunk],
-        clock: Clock,
-    ) -> None:
-        self.playback = _Playback(clock)
-        self._clock = clock
-        self._first = first
-        self._silence_chunk = silence_chunk
-        self._started = clock()
-        self._sent_s = 0.0
-        self._first_sent_at: float | None = None
-        self._last_sent_at: float | None = None
-
-    def keep_alive(self, after_s: float) -> Iterator[AudioChunk]:
-        """Silence for twice the time since the last was sent, where that is ``after_s`` or
-        more: the player stays ahead while the plan goes on."""
-        now = self._clock()
-        since = now - (self._last_sent_at or self._started)
-        if since >= after_s:
-            yield self._send(2 * since, now)
-
-    def until_speech(self, needed_s: float, at_least_s: float) -> Iterator[AudioChunk]:
-        """The rest of the lead: speech ``needed_s`` from now, and ``at_least_s`` of silence
-        in all (the lead silence asked for)."""
-        now = self._clock()
-        if self._first_sent_at is None:
-            more = needed_s
-        else:  # what was sent plays from when it was first sent
-            more = now + needed_s - (self._first_sent_at + self._sent_s)
-        more = max(more, at_least_s - self._sent_s)
-        if more > 0 or self._first_sent_at is None:
-            yield self._send(max(more, 0.0), now)
-
-    def _send(self, seconds: float, now: float) -> AudioChunk:
-        opens = self._first_sent_at is None
-        if opens:
-            self._first_sent_at = now
-        self._last_sent_at = now
-        chunk = self._silence_chunk(self._first, seconds, self.playback, opens)
-        self._sent_s += chunk.audio_s
-        return replace(chunk, compute_s=now - self._started)
 
 
 class _StreamRuns:

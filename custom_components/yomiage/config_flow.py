@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import posixpath
-from collections.abc import Callable, Coroutine
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -124,7 +125,6 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self._offer: RepoOffer | None = None
         self._token: str | None = None
         self._speakers: list[str] = []
-        self._download: asyncio.Task[BundleSummary] | None = None
         self._download_error: FetchError | BundleCheckError | None = None
         self._summary: BundleSummary | None = None
         self._discovered: tuple[str, int, str] | None = None  # host, port, default voice
@@ -132,12 +132,12 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self._for_addon = False  # the voices chosen are the add-on's options
         self._addon: YomiageAddon | None = None
         self._addon_options: dict[str, Any] = {}
-        self._addon_task: asyncio.Task[None] | None = None
         self._addon_error: AddonSetupError | None = None
         self._addon_server: WyomingBackend | None = None  # the started add-on's, as it answered
+        self._job: asyncio.Task[str] | None = None  # a background step's; returns the next step
         self._reported_progress = 0.0
+        self._closed = threading.Event()  # the flow has ended: a job's thread stops
         self._engine_ready = False
-        self._install: asyncio.Task[None] | None = None
         self._after_install = SOURCE_LOCAL
         self._engine_problem: LocalEngineUnavailableError | None = None
 
@@ -167,6 +167,51 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
     def _addon_choice(self) -> list[str]:
         return [SOURCE_ADDON] if supervisor_present(self.hass) else []
 
+    # -- background work behind a progress screen ------------------------------------------------
+    async def _async_progress(
+        self,
+        step_id: str,
+        job: Callable[[], Coroutine[Any, Any, str]],
+        placeholders: Mapping[str, str] | None = None,
+    ) -> ConfigFlowResult:
+        """Every background step: start ``job`` once, show ``step_id``'s progress screen (its
+        progress_action too) while it runs, then go on to the step id the job returns: the next
+        step, or the one that says why it failed (the job catches its own failures). Closing
+        the flow cancels the job."""
+        if self._job is None:
+            self._reported_progress = 0.0
+            self._job = self.hass.async_create_task(job())
+        if not self._job.done():
+            return self.async_show_progress(
+                step_id=step_id,
+                progress_action=step_id,
+                progress_task=self._job,
+                description_placeholders=placeholders,
+            )
+        job_done, self._job = self._job, None
+        return self.async_show_progress_done(next_step_id=job_done.result())
+
+    def _progress_from_thread(self, progress: Progress) -> None:
+        """A job's thread reports progress: hop to the event loop. Once the flow is closed,
+        raising stops the thread, which Home Assistant cannot cancel: it would go on holding the
+        download folder (the next try: "busy"); its partial files stay for that try."""
+        if self._closed.is_set():
+            raise _FlowClosedError
+        self.hass.loop.call_soon_threadsafe(self._report_progress, progress.fraction)
+
+    @callback
+    def _report_progress(self, fraction: float) -> None:
+        # Home Assistant 2025.4 has no progress bar for flows yet; later versions do.
+        update = getattr(self, "async_update_progress", None)
+        if update is not None and fraction - self._reported_progress >= _PROGRESS_STEP:
+            self._reported_progress = fraction
+            update(fraction)
+
+    @callback
+    def async_remove(self) -> None:
+        """The flow has ended, or was closed while a job ran (its task is cancelled)."""
+        self._closed.set()
+
     # -- the engine on this machine: its native packages -----------------------------------------
     async def _async_engine_detour(self, step_id: str) -> ConfigFlowResult | None:
         """None when the engine can run here; else the install step, which returns to
@@ -181,20 +226,17 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
         """Install onnxruntime and pyopenjtalk-plus (minutes on a Raspberry Pi) with a spinner."""
-        if self._install is None:
-            self._install = self.hass.async_create_task(async_ensure_local_engine(self.hass))
-        if not self._install.done():
-            return self.async_show_progress(
-                step_id="install", progress_action="install", progress_task=self._install
-            )
-        install, self._install = self._install, None
+        return await self._async_progress("install", self._async_install_engine)
+
+    async def _async_install_engine(self) -> str:
+        """Back to the step that needed the engine; else the menu that says why it cannot run."""
         try:
-            install.result()
+            await async_ensure_local_engine(self.hass)
         except LocalEngineUnavailableError as problem:
             self._engine_problem = problem
-            return self.async_show_progress_done(next_step_id=problem.reason)
+            return problem.reason
         self._engine_ready = True
-        return self.async_show_progress_done(next_step_id=self._after_install)
+        return self._after_install
 
     async def async_step_engine_unsupported(
         self, user_input: dict[str, Any] | None = None
@@ -269,9 +311,9 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
         """Add the store repository, install the add-on, write the voices into its options."""
-        addon = self._require_addon()
-        return await self._addon_progress(
-            "addon_install", partial(addon.async_install, self._addon_options), "addon_start"
+        install = partial(self._require_addon().async_install, self._addon_options)
+        return await self._async_progress(
+            "addon_install", partial(self._async_addon_job, install, "addon_start")
         )
 
     async def async_step_addon_start(
@@ -279,7 +321,9 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
     ) -> ConfigFlowResult:
         """Start the add-on and wait until its server answers (the first start downloads the
         voices and prepares them for this CPU)."""
-        return await self._addon_progress("addon_start", self._async_start_addon, "addon_finish")
+        return await self._async_progress(
+            "addon_start", partial(self._async_addon_job, self._async_start_addon, "addon_finish")
+        )
 
     async def async_step_addon_finish(
         self, user_input: dict[str, Any] | None = None
@@ -298,27 +342,18 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         assert self._addon_error is not None
         return self._addon_abort(self._addon_error)
 
-    async def _addon_progress(
-        self, step_id: str, work: Callable[[], Coroutine[Any, Any, None]], next_step_id: str
-    ) -> ConfigFlowResult:
-        """``work`` behind a progress screen; on to ``next_step_id``, or to the abort."""
-        if self._addon_task is None:
-            self._addon_task = self.hass.async_create_task(work())
-        if not self._addon_task.done():
-            return self.async_show_progress(
-                step_id=step_id, progress_action=step_id, progress_task=self._addon_task
-            )
-        task, self._addon_task = self._addon_task, None
+    async def _async_addon_job(self, work: Callable[[], Awaitable[None]], next_step_id: str) -> str:
+        """``work``, then ``next_step_id``; any failure ends the flow with its own reason."""
         try:
-            task.result()
+            await work()
         except AddonSetupError as err:
             self._addon_error = err
-            return self.async_show_progress_done(next_step_id="addon_failed")
+            return "addon_failed"
         except Exception as err:  # a bug, not the Supervisor's answer: end the flow, say so
             _LOGGER.exception("Unexpected error while setting up the %s add-on", ADDON_NAME)
             self._addon_error = AddonSetupError("unknown", str(err))
-            return self.async_show_progress_done(next_step_id="addon_failed")
-        return self.async_show_progress_done(next_step_id=next_step_id)
+            return "addon_failed"
+        return next_step_id
 
     async def _async_start_addon(self) -> None:
         address = await self._require_addon().async_start()
@@ -599,27 +634,15 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
     ) -> ConfigFlowResult:
         """Download (resuming what an earlier try left) with progress, then check the bundle."""
         offer = self._require_offer()
-        if self._download is None:
-            self._reported_progress = 0.0
-            self._download = self.hass.async_create_task(self._async_download(offer))
-        if not self._download.done():
-            return self.async_show_progress(
-                step_id="download",
-                progress_action="download",
-                progress_task=self._download,
-                description_placeholders={
-                    "repo": offer.repo_id,
-                    "speakers": ", ".join(self._speakers),
-                    "size": _megabytes(offer.download_size(self._speakers)),
-                },
-            )
-        download, self._download = self._download, None
-        try:
-            self._summary = download.result()
-        except (FetchError, BundleCheckError) as err:
-            self._download_error = err
-            return self.async_show_progress_done(next_step_id="speakers")
-        return self.async_show_progress_done(next_step_id="finish")
+        return await self._async_progress(
+            "download",
+            partial(self._async_download, offer),
+            {
+                "repo": offer.repo_id,
+                "speakers": ", ".join(self._speakers),
+                "size": _megabytes(offer.download_size(self._speakers)),
+            },
+        )
 
     async def async_step_finish(self, user_input: dict[str, Any] | None = None) -> ConfigFlowResult:
         offer = self._require_offer()
@@ -643,31 +666,26 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         )
         self._token = token
 
-    async def _async_download(self, offer: RepoOffer) -> BundleSummary:
-        root = await self.hass.async_add_executor_job(
-            partial(
-                fetch_bundle,
-                download_folder(offer.repo_id),
-                offer.repo_id,
-                speakers=self._speakers,
-                revision=offer.commit,
-                token=self._token,
-                progress=self._progress_from_thread,
+    async def _async_download(self, offer: RepoOffer) -> str:
+        """On to ``finish``; a failed download or check goes back to the speakers, which say
+        why."""
+        try:
+            root = await self.hass.async_add_executor_job(
+                partial(
+                    fetch_bundle,
+                    download_folder(offer.repo_id),
+                    offer.repo_id,
+                    speakers=self._speakers,
+                    revision=offer.commit,
+                    token=self._token,
+                    progress=self._progress_from_thread,
+                )
             )
-        )
-        return await self.hass.async_add_executor_job(probe_bundle, Path(root))
-
-    def _progress_from_thread(self, progress: Progress) -> None:
-        """Called by the downloading thread: hop to the event loop."""
-        self.hass.loop.call_soon_threadsafe(self._report_progress, progress.fraction)
-
-    @callback
-    def _report_progress(self, fraction: float) -> None:
-        # Home Assistant 2025.4 has no progress bar for flows yet; later versions do.
-        update = getattr(self, "async_update_progress", None)
-        if update is not None and fraction - self._reported_progress >= _PROGRESS_STEP:
-            self._reported_progress = fraction
-            update(fraction)
+            self._summary = await self.hass.async_add_executor_job(probe_bundle, Path(root))
+        except (FetchError, BundleCheckError) as err:
+            self._download_error = err
+            return "speakers"
+        return "finish"
 
     def _require_offer(self) -> RepoOffer:
         if self._offer is None:
@@ -680,6 +698,10 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         return self.async_create_entry(
             title=title, data=data, options={CONF_VOICE: summary.default_voice}
         )
+
+
+class _FlowClosedError(Exception):
+    """Raised in a job's thread to stop it: the flow that waited for it is closed."""
 
 
 def _describe_failure(err: FetchError | BundleCheckError, placeholders: dict[str, str]) -> str:

@@ -5,8 +5,12 @@ The fake Hub serves the tiny bundle, so the flow downloads, checks and loads rea
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from homeassistant import config_entries
@@ -14,7 +18,7 @@ from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 
-from custom_components.yomiage import const
+from custom_components.yomiage import config_flow, const
 from custom_components.yomiage.const import (
     CONF_PATH,
     CONF_REPO_ID,
@@ -27,7 +31,7 @@ from custom_components.yomiage.const import (
     SOURCE_OFFICIAL,
 )
 from custom_components.yomiage.diagnostics import async_get_config_entry_diagnostics
-from custom_components.yomiage.engine.hub.download import DEFAULT_REPO
+from custom_components.yomiage.engine.hub.download import DEFAULT_REPO, Progress, fetch_bundle
 
 from ..fakehub import FakeHub, FakeRepo
 from .common import PRIVATE, SPEAKERS, TOKEN, engine_of, shown
@@ -211,6 +215,53 @@ async def test_interrupted_download_continues_on_the_next_try(
     assert result["type"] is FlowResultType.CREATE_ENTRY, result
     retry = hub.file_gets(graph)[-1]
     assert retry.range is not None and retry.range != "bytes=0-", "resumed, not restarted"
+    await hass.async_block_till_done()
+
+
+async def test_closing_the_flow_stops_its_download(
+    hass: HomeAssistant,
+    hub: FakeHub,
+    models_dir: Path,
+    speakers: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Home Assistant cancels the task, not the downloading thread: the thread stops at its next
+    progress report once the dialog is closed, and the next try gets the voices."""
+    midway, go_on, ended = threading.Event(), threading.Event(), threading.Event()
+    stopped: list[BaseException] = []
+
+    def held_fetch(*args: Any, progress: Callable[[Progress], None], **kwargs: Any) -> Path:
+        def report(update: Progress) -> None:
+            if update.done_bytes and not midway.is_set():  # the first bytes: wait for the test
+                midway.set()
+                go_on.wait(10)
+            progress(update)
+
+        try:
+            return fetch_bundle(*args, progress=report, **kwargs)
+        except BaseException as err:
+            stopped.append(err)
+            raise
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(config_flow, "fetch_bundle", held_fetch)
+    result = await _menu(hass, SOURCE_OFFICIAL)
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {CONF_SPEAKERS: speakers[:1]}
+    )
+    assert result["type"] is FlowResultType.SHOW_PROGRESS, result
+    assert await asyncio.to_thread(midway.wait, 10)
+    fetched = len(hub.file_gets())
+    hass.config_entries.flow.async_abort(result["flow_id"])
+    go_on.set()
+    assert await asyncio.to_thread(ended.wait, 10)
+    assert stopped, "the download stopped midway"
+    assert len(hub.file_gets()) == fetched, "no file was asked for after the flow was closed"
+
+    result = await _menu(hass, SOURCE_OFFICIAL)
+    result = await _download(hass, result["flow_id"], speakers[:1])
+    assert result["type"] is FlowResultType.CREATE_ENTRY, result
     await hass.async_block_till_done()
 
 

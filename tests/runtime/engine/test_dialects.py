@@ -15,6 +15,7 @@ import pytest
 
 from custom_components.yomiage.engine.errors import BundleError
 from custom_components.yomiage.engine.onnx import wire
+from custom_components.yomiage.engine.onnx.passes.registry import GraphKind
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 from custom_components.yomiage.engine.synthesis.decode_speed import DecodeSpeed
 from custom_components.yomiage.engine.synthesis.engine import Engine
@@ -303,7 +304,9 @@ def test_a_multi_speaker_aivmx_is_one_set_of_sessions_chosen_by_sid(
         assert engine.voices == {name: ["ノーマル", "Happy", "Sad"] for name in DUO_SPEAKERS}
         engine.load_all()
         assert len(prepared) == 1  # one file, one set of sessions
-        published = SessionFactory(threads=1, use_cache=False).create(DUO_AIVMX)
+        published = SessionFactory(threads=1, use_cache=False).create(
+            DUO_AIVMX, GraphKind.SYNTHESIZER
+        )
         spoken: dict[int, np.ndarray] = {}
         for sid, name in enumerate(DUO_SPEAKERS):
             voice = engine._voices[name]

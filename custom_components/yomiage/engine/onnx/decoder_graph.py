@@ -13,7 +13,7 @@ duration-predictor graph, but the synthesizer computes the frames of each phone 
 before the prior is expanded along them): the nodes that tensor depends on are exactly a
 duration predictor, so cut there it gives the pauses the voice's own predictor decides.
 
-Written against the ONNX wire format like rewrite.py: the weights are never decoded.
+Written with the graph toolkit (graph_edit.py): the weights are never decoded.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import wire
+from .graph_edit import GraphEdit
 from .wire import Chunks, Node, Tensor
 
+CUT_VERSION = 1  # bump when a cut changes: the graphs prepared from cuts are then made again
 # Node-name scope of the decoder in graphs exported from PyTorch, under any wrapper module
 # (``/dec/...`` in ours, ``/net_g/dec/...`` in hayakoe's).
 DECODER_SCOPE = "/dec/"
-FLOAT = 1
 # Ops that keep the time axis aligned (element-wise); anything else in the decoder stops the split.
 _ALIGNED = frozenset({"Add", "Sub", "Mul", "Div", "LeakyRelu", "Relu", "Tanh", "Sigmoid"})
 
@@ -94,7 +95,7 @@ def cut_durations(model: memoryview, output: str | None) -> Chunks | None:
 
 def _ancestors(graph: wire.Graph, names: tuple[str, ...]) -> set[int]:
     """The positions of the nodes that ``names`` depend on (their makers included)."""
-    maker = {out: p for p, node in graph.nodes.items() for out in node.outputs}
+    maker = graph.producers()
     found: set[int] = set()
     wanted = list(names)
     while wanted:
@@ -144,18 +145,13 @@ def _step(node: Node, initializers: dict[str, Tensor], scale: int) -> tuple[int,
     if weight is None or len(weight.dims) != 3:
         return None
     kernel = weight.dims[2]
-    dilation = _single(node, "dilations")
-    stride = _single(node, "strides")
+    dilation = node.first_int("dilations", 1)
+    stride = node.first_int("strides", 1)
     if node.op_type == "Conv":
         if stride != 1:
             return None
         return scale, (kernel - 1) * dilation / 2 / scale
     return scale * stride, math.ceil(kernel / stride) / scale
-
-
-def _single(node: Node, name: str) -> int:
-    attribute = node.attribute(name)
-    return attribute.ints[0] if attribute and attribute.ints else 1
 
 
 def _boundary(graph: wire.Graph, decoder: set[int], audio: str) -> tuple[str, ...] | None:
@@ -193,36 +189,6 @@ def _encode(
     """The graph with only the ``keep`` nodes, and the initializers, inputs and outputs they
     read or make; ``outputs`` replace its outputs, ``inputs`` its inputs (both declared as
     float tensors)."""
-    read = {name for p in keep for name in wire.node_reads(graph.nodes[p])}
-    made = {name for p in keep for name in graph.nodes[p].outputs}
-    out = Chunks()
-    for position, item in enumerate(graph.items):
-        if _keeps(position, item, keep, read, made, bool(outputs), bool(inputs)):
-            out.add(item.raw)
-    for name in inputs:
-        out.add(wire.bytes_field(wire.GRAPH_INPUT, wire.value_info(name, wire.TENSOR_FLOAT, None)))
-    for name in outputs:
-        out.add(wire.bytes_field(wire.GRAPH_OUTPUT, wire.value_info(name, wire.TENSOR_FLOAT, None)))
-    return out
-
-
-def _keeps(
-    position: int,
-    item: wire.Field,
-    keep: set[int],
-    read: set[str],
-    made: set[str],
-    new_outputs: bool,
-    new_inputs: bool,
-) -> bool:
-    if item.number == wire.GRAPH_NODE:
-        return position in keep
-    if item.number == wire.GRAPH_INITIALIZER:
-        return wire.parse_tensor(item).name in read
-    if item.number == wire.GRAPH_INPUT:
-        return not new_inputs and wire.value_info_rank(item)[0] in read
-    if item.number == wire.GRAPH_OUTPUT:
-        return not new_outputs and wire.value_info_rank(item)[0] in made
-    if item.number == wire.GRAPH_VALUE_INFO:
-        return wire.value_info_rank(item)[0] in made
-    return True
+    edit = GraphEdit(graph, "cut")
+    edit.keep_only(keep, inputs, outputs)
+    return edit.encode()

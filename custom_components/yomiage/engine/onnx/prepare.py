@@ -1,7 +1,7 @@
 """A graph prepared for this CPU in a child process, so that the engine's own process never holds
 what preparing costs.
 
-Preparing a graph (the load-time rewrites, onnxruntime's full optimisation and pre-packing, the
+Preparing a graph (its load-time passes, onnxruntime's full optimisation and pre-packing, the
 optimised graph saved) takes the whole graph and onnxruntime's working copies into the heap: on
 the full-size bundle's first start the engine's process peaked at 873 MB of anonymous memory for
 one speaker and kept 445 MB, where a start from prepared files holds 119 MB (docs/PERFORMANCE.md,
@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import BundleError
+from .passes.registry import GraphKind
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -51,22 +52,27 @@ sys.exit(importlib.import_module(name + ".onnx.prepare").main(sys.argv[3:]))
 """
 
 
-def child_command(source: Path, saved: Path, threads: int) -> list[str]:
-    """The command line of a child that prepares ``source`` into the folder ``saved``."""
-    arguments = [str(ENGINE_ROOT), STANDALONE_NAME, str(source), str(saved), str(threads)]
+def child_command(source: Path, saved: Path, kind: GraphKind, threads: int) -> list[str]:
+    """The command line of a child that prepares ``source``, a graph of ``kind``, into the
+    folder ``saved``."""
+    arguments = [str(ENGINE_ROOT), STANDALONE_NAME, str(source), str(saved), kind.value]
+    arguments.append(str(threads))
     # -P: the child's working folder (Home Assistant's configuration) is no place to import from.
     return [sys.executable, "-P", "-c", _BOOTSTRAP, *arguments]
 
 
-def prepare_in_child(source: Path, saved: Path, threads: int, shown_as: Path) -> None:
-    """Prepare ``source`` into ``saved`` (which must not exist yet) in a child process.
+def prepare_in_child(
+    source: Path, saved: Path, kind: GraphKind, threads: int, shown_as: Path
+) -> None:
+    """Prepare ``source``, a graph of ``kind``, into ``saved`` (which must not exist yet) in a
+    child process.
 
     BundleError, naming ``shown_as``, where the graph does not load or the child fails (killed,
     crashed, an exception); OSError where no child can be started. Whatever a failed child wrote
     is the caller's to remove (it lies in the caller's scratch folder)."""
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     finished = subprocess.run(
-        child_command(source, saved, threads),
+        child_command(source, saved, kind, threads),
         env=environment,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -103,13 +109,14 @@ def _failure(finished: subprocess.CompletedProcess[str], said: list[str]) -> str
 
 
 def main(argv: Sequence[str]) -> int:
-    """The child: prepare one graph (``SOURCE SAVED THREADS``), then exit."""
+    """The child: prepare one graph (``SOURCE SAVED KIND THREADS``), then exit."""
     from .sessions import SessionFactory  # the child's import; sessions.py starts children
 
-    source, saved, threads = Path(argv[0]), Path(argv[1]), int(argv[2])
+    source, saved, kind, threads = Path(argv[0]), Path(argv[1]), GraphKind(argv[2]), int(argv[3])
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+    factory = SessionFactory(device="cpu", threads=threads, use_cache=False)
     try:
-        SessionFactory(device="cpu", threads=threads, use_cache=False).prepare_here(source, saved)
+        factory.prepare_here(source, saved, kind)
     except BundleError as err:
         print(err.problem, file=sys.stderr)
         return BAD_GRAPH

@@ -1,11 +1,10 @@
 """onnxruntime sessions: device choice, threads, and loading graphs (errors name the file).
 
-On the CPU each graph is prepared once and cached (docs/PERFORMANCE.md): the flow's frame mask
-left out where it is all ones (flow_mask.py), the relative attention of Style-Bert-VITS2's
-lineage cut to its window (relative_band.py), convolutions lifted to 2-D (rewrite.py), BERT's
-relative positions cut to the buckets a run reads (relative_attention.py), then onnxruntime's
-fully optimised graph saved with its weights in a file of their own, pre-packed where
-onnxruntime's kernels pack them (BERT's int8 matrix products, ConvTranspose). Later loads
+On the CPU each graph is prepared once and cached (docs/PERFORMANCE.md): the passes that
+passes/registry.py lists for its kind (BERT, or a voice's synthesizer, front, decoder or
+durations), then onnxruntime's fully optimised graph saved with its weights in a file of their
+own, pre-packed where onnxruntime's kernels pack them (BERT's int8 matrix products,
+ConvTranspose). A graph's cache key holds what its own passes depend on. Later loads
 memory-map that file: no graph optimisation, no packing per run, the weights used in place
 (onnxruntime still copies a few packed ones, ~20 MB), and weights that are never read (most BERT
 embedding rows, the buckets of distances no text reaches) never enter memory. Each graph is
@@ -16,40 +15,27 @@ preparing costs. ``YOMIAGE_GRAPH_CACHE=0`` loads the graphs as published instead
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import mmap
 import os
-import platform
 import tempfile
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnxruntime as ort
 
 from ..errors import BundleError, DeviceUnavailableError
-from . import (
-    cuda_probe,
-    device_graphs,
-    flow_mask,
-    graph_cache,
-    prepare,
-    reduction_split,
-    relative_attention,
-    relative_band,
-    rewrite,
-    wire,
-)
+from . import cuda_probe, decoder_graph, graph_cache, machine, prepare, wire
 from .cores import usable_cores
 from .decoder_graph import DecoderShape, DecoderSplit, cut_durations, read_split
+from .machine import CPU_PROVIDER, Machine
+from .passes.registry import GraphKind, passes_for
 from .wire import Chunks, WireError
 
 _LOGGER = logging.getLogger(__name__)
 
-CPU_PROVIDER = "CPUExecutionProvider"
 # A prepared graph is a folder: the optimised graph and the file of its weights.
 GRAPH_FILE = "graph.onnx"
 WEIGHTS_FILE = "weights.bin"
@@ -62,6 +48,9 @@ _PREPARING = threading.Lock()
 # A folder: every session run here (not a preparation) writes onnxruntime's per-node profile
 # there, named after its graph, when the session ends (tools/roofline.py reads them).
 PROFILE_VARIABLE = "YOMIAGE_ORT_PROFILE"
+# How a prepared graph is saved: part of every cache key (a change makes every graph again).
+SAVED_AS = "saved onnx, weights apart, pre-packed"
+_HALVES = (GraphKind.FRONT, GraphKind.DECODER)  # a split synthesizer's two graphs, in order
 
 
 def resolve_device(requested: str) -> str:
@@ -138,6 +127,16 @@ class SessionFactory:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         return options
 
+    def create(self, path: Path, kind: GraphKind) -> ort.InferenceSession:
+        """A session of the graph file ``path``, a graph of ``kind`` (prepared on the CPU)."""
+        if not path.is_file():
+            raise BundleError(str(path), "file is missing")
+        if self.device == "cpu" and self.use_cache:
+            session = self._from_cache(path, kind)
+            if session is not None:
+                return session
+        return self._open(path, self.options())
+
     def create_split(self, path: Path, audio: str) -> SplitSessions | None:
         """Front and decoder sessions of a synthesizer whose output ``audio`` the decoder
         makes, for chunked decoding; None when the graph has no clean decoder tail, off the
@@ -146,7 +145,10 @@ class SessionFactory:
             return None
         folder = self._cache_folder()
         try:
-            meta = graph_cache.cache_entry(path, folder, self._settings, ".json", "split")
+            # Described once for both halves: made again where either half's key changes.
+            halves = (self._settings(kind, cut=True) for kind in _HALVES)
+            settings = "|".join(part for half in halves for part in half)
+            meta = graph_cache.cache_entry(path, folder, settings, ".json", "split")
             if not meta.is_file():
                 folder.mkdir(parents=True, exist_ok=True)
                 self._prepare_split(path, audio, meta)
@@ -158,8 +160,8 @@ class SessionFactory:
             return None
         try:
             front, decoder = (
-                self._open(self._part_entry(path, part) / GRAPH_FILE, self.mapped_options())
-                for part in ("front", "decoder")
+                self._open(self._entry(path, kind, cut=True) / GRAPH_FILE, self.mapped_options())
+                for kind in _HALVES
             )
         except BundleError as err:
             _LOGGER.warning("Discarding cached split of %s: %s", path, err.problem)
@@ -175,7 +177,7 @@ class SessionFactory:
         if self.device == "cpu" and self.use_cache:
             folder = self._cache_folder()
             try:
-                entry = graph_cache.cache_entry(path, folder, self._settings, "", "durations")
+                entry = self._entry(path, GraphKind.DURATIONS, cut=True)
                 if not (entry / GRAPH_FILE).is_file():
                     cut = _durations_or_none(path, output)
                     if cut is None:
@@ -184,7 +186,7 @@ class SessionFactory:
                     with tempfile.TemporaryDirectory(dir=folder, prefix=".cut-") as scratch:
                         graph = Path(scratch) / "durations.onnx"
                         wire.write_model(cut, graph)
-                        self._prepare(graph, entry, shown_as=path)
+                        self._prepare(graph, entry, GraphKind.DURATIONS, shown_as=path)
                 return self._open(entry / GRAPH_FILE, self.mapped_options())
             except OSError as err:
                 _LOGGER.warning("Graph cache unusable (%s); durations of %s made here", err, path)
@@ -202,45 +204,44 @@ class SessionFactory:
         described: dict[str, object] = {"boundary": []}
         with tempfile.TemporaryDirectory(dir=meta.parent, prefix=".split-") as scratch:
             if split is not None:
-                for part, chunks in (("front", split.front), ("decoder", split.decoder)):
-                    graph = Path(scratch) / f"{part}.onnx"
+                for kind, chunks in zip(_HALVES, (split.front, split.decoder), strict=True):
+                    graph = Path(scratch) / f"{kind.value}.onnx"
                     wire.write_model(chunks, graph)
-                    self._prepare(graph, self._part_entry(source, part), shown_as=source)
+                    entry = self._entry(source, kind, cut=True)
+                    self._prepare(graph, entry, kind, shown_as=source)
                 shape = split.shape
                 described = {"boundary": split.boundary, "hop": shape.hop, "context": shape.context}
             written = Path(scratch) / "split.json"
             written.write_text(json.dumps(described), encoding="utf-8")
             graph_cache.install_entry(written, meta)
 
-    def _part_entry(self, source: Path, part: str) -> Path:
-        folder = self._cache_folder()
-        return graph_cache.cache_entry(source, folder, self._settings, "", part)
+    def _entry(self, source: Path, kind: GraphKind, cut: bool = False) -> Path:
+        """The cache folder of ``source`` prepared as a graph of ``kind``: the file itself, or
+        (``cut``) the part of it that decoder_graph.py cuts out, named after the kind."""
+        settings = "|".join(self._settings(kind, cut))
+        label = kind.value if cut else ""
+        return graph_cache.cache_entry(source, self._cache_folder(), settings, "", label)
 
-    @property
-    def _settings(self) -> str:
-        return _prepared_settings(self.intra_op_threads)
+    def _settings(self, kind: GraphKind, cut: bool = False) -> tuple[str, ...]:
+        """What a graph of ``kind`` prepared here depends on besides its source (and, for a
+        part cut out of it, the cut)."""
+        here = Machine(self.intra_op_threads)
+        passes = tuple(step.key(here) for step in passes_for(kind))
+        cuts = (f"cut {decoder_graph.CUT_VERSION}",) if cut else ()
+        return (*machine.saved_for(), SAVED_AS, kind.value, *cuts, *passes)
 
     def _cache_folder(self) -> Path:
         return (self.cache_dir or graph_cache.default_cache_dir()) / "sessions"
 
-    def create(self, path: Path) -> ort.InferenceSession:
-        if not path.is_file():
-            raise BundleError(str(path), "file is missing")
-        if self.device == "cpu" and self.use_cache:
-            session = self._from_cache(path)
-            if session is not None:
-                return session
-        return self._open(path, self.options())
-
-    def _from_cache(self, source: Path) -> ort.InferenceSession | None:
+    def _from_cache(self, source: Path, kind: GraphKind) -> ort.InferenceSession | None:
         """The session from the prepared copy of ``source`` (made now if needed), or None if the
         cache cannot be used; a broken ``source`` raises BundleError as a plain load would."""
         folder = self._cache_folder()
         try:
-            entry = graph_cache.cache_entry(source, folder, self._settings, "")
+            entry = self._entry(source, kind)
             if not (entry / GRAPH_FILE).is_file():
                 folder.mkdir(parents=True, exist_ok=True)
-                self._prepare(source, entry)
+                self._prepare(source, entry, kind)
         except OSError as err:
             _LOGGER.warning("Graph cache unusable (%s); loading %s as published", err, source)
             return None
@@ -251,26 +252,32 @@ class SessionFactory:
             graph_cache.drop_entry(entry)
             return None
 
-    def _prepare(self, source: Path, entry: Path, shown_as: Path | None = None) -> None:
-        """Have a child process prepare ``source`` (prepare.py), then install what it saved as
-        the folder ``entry``; one graph at a time, so that the box holds one preparation's
-        memory at most. BundleError names ``shown_as`` (default ``source``)."""
+    def _prepare(
+        self, source: Path, entry: Path, kind: GraphKind, shown_as: Path | None = None
+    ) -> None:
+        """Have a child process prepare ``source`` as a graph of ``kind`` (prepare.py), then
+        install what it saved as the folder ``entry``; one graph at a time, so that the box
+        holds one preparation's memory at most. BundleError names ``shown_as`` (default
+        ``source``)."""
         with _PREPARING:
             if (entry / GRAPH_FILE).is_file():
                 return  # another thread of this process prepared it meanwhile
             with tempfile.TemporaryDirectory(dir=entry.parent, prefix=".prepare-") as scratch:
                 saved = Path(scratch) / "saved"
-                prepare.prepare_in_child(source, saved, self.intra_op_threads, shown_as or source)
+                threads = self.intra_op_threads
+                prepare.prepare_in_child(source, saved, kind, threads, shown_as or source)
                 graph_cache.install_entry(saved, entry)
         _LOGGER.info("Prepared %s for fast loading: %s", shown_as or source, entry)
 
-    def prepare_here(self, source: Path, saved: Path) -> None:
-        """Rewrite the graph, let onnxruntime optimise it, save its result as the new folder
-        ``saved``: the graph, and its weights (pre-packed ones too) in a file of their own,
-        which later loads map rather than copy. What prepare.py's child process runs."""
+    def prepare_here(self, source: Path, saved: Path, kind: GraphKind) -> None:
+        """Run the passes of ``kind`` over the graph, let onnxruntime optimise it, save its
+        result as the new folder ``saved``: the graph, and its weights (pre-packed ones too) in
+        a file of their own, which later loads map rather than copy. What prepare.py's child
+        process runs."""
         saved.mkdir()
         with tempfile.TemporaryDirectory(dir=saved.parent, prefix=".rewrite-") as scratch:
-            graph = _rewritten_or_source(source, Path(scratch), self.intra_op_threads)
+            here = Machine(self.intra_op_threads)
+            graph = _passed_or_source(source, Path(scratch), kind, here)
             options = self.options()
             options.optimized_model_filepath = str(saved / GRAPH_FILE)
             for key, value in (
@@ -346,115 +353,24 @@ def _split_or_none(source: Path, audio: str) -> DecoderSplit | None:
         return None  # onnxruntime names the problem when the whole graph is loaded
 
 
-def _rewritten_or_source(source: Path, scratch: Path, threads: int) -> Path:
-    """``source`` after the load-time rewrites that find their part in it (the flow's frame
-    mask left out where it is all ones, the relative attention's zero-padded terms cut to the
-    window, the synthesizer's convolutions lifted, its front's too where that pays on this CPU,
-    those that would leave one of ``threads`` idle split into partial sums, BERT's relative
-    positions cut to the buckets read), its weights then moved to a file of their own
-    (onnxruntime maps them instead of copying them into the heap that preparing it takes: half
-    the peak for BERT, docs/PERFORMANCE.md); each step written to ``scratch``, each step's input
-    removed once the next holds it all (the disk back)."""
-    block = blocked_kernel_block()
-    frame_rate = rewrite.frame_rate_lift_pays(block)
-    steps: list[tuple[str, Callable[[Path, Path], bool]]] = [
-        # First: it tells the flow by the exporter's node names, which later steps' nodes lack.
-        ("unmasked.onnx", lambda a, b: wire.rewrite_file(a, b, flow_mask.leave_out_flow_mask)),
-        (
-            "banded.onnx",
-            lambda a, b: wire.rewrite_file(a, b, relative_band.band_relative_attention),
-        ),
-        (
-            "lifted.onnx",
-            lambda a, b: rewrite.write_lifted(a, b, block=block, frame_rate=frame_rate),
-        ),
-        (
-            "split.onnx",
-            lambda a, b: wire.rewrite_file(
-                a, b, lambda model: reduction_split.split_reductions(model, block, threads)
-            ),
-        ),
-        (
-            "sliced.onnx",
-            lambda a, b: wire.rewrite_file(a, b, relative_attention.slice_relative_positions),
-        ),
-        ("apart.onnx", lambda a, b: wire.write_external(a, b, "apart.bin", mmap.PAGESIZE)),
-    ]
+def _passed_or_source(source: Path, scratch: Path, kind: GraphKind, here: Machine) -> Path:
+    """``source`` after the passes of ``kind`` that find their part in it, its weights then
+    moved to a file of their own (onnxruntime maps them instead of copying them into the heap
+    that preparing it takes: half the peak for BERT, docs/PERFORMANCE.md); each step written to
+    ``scratch``, each step's input removed once the next holds it all (the disk back)."""
     graph = source
     try:
-        for name, step in steps:
-            written = scratch / name
-            if step(graph, written):
+        for number, step in enumerate(passes_for(kind)):
+            written = scratch / f"pass-{number}.onnx"
+            if wire.rewrite_file(graph, written, functools.partial(step.run, machine=here)):
                 if graph != source:
                     graph.unlink()
                 graph = written
+        apart = scratch / "apart.onnx"
+        if wire.write_external(graph, apart, "apart.bin", mmap.PAGESIZE):
+            if graph != source:
+                graph.unlink()
+            graph = apart
     except WireError:
         return source  # not a graph we can read: onnxruntime will name the problem
     return graph
-
-
-_BLOCKED_DOMAIN = "com.microsoft.nchwc"  # onnxruntime's blocked-layout operators
-
-
-@functools.cache
-def blocked_kernel_block() -> int:
-    """Floats per block of this onnxruntime's blocked NCHWc convolutions (8 on AVX2, 16 on
-    AVX-512), 0 where it has none (x86 builds have them; others may not): asked once, by
-    optimising a one-convolution graph with 8 output channels: the NCHWc pass makes it a blocked
-    convolution whose reordered weight has its output channels padded to a whole block."""
-    probe_channels = 8
-    weight = wire.float_tensor("w", [probe_channels, 16, 1, 1], [0.0] * probe_channels * 16)
-    conv = wire.node_field("Conv", ["x", "w"], ["y"])
-    graph = device_graphs.model(
-        "blocked_probe",
-        [conv],
-        inputs=[wire.value_info("x", wire.TENSOR_FLOAT, [1, 16, 1, 8])],
-        outputs=[wire.value_info("y", wire.TENSOR_FLOAT, [1, probe_channels, 1, 8])],
-        initializers=[weight],
-    )
-    with tempfile.TemporaryDirectory(prefix="yomiage-probe-") as scratch:
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        options.optimized_model_filepath = str(Path(scratch) / "optimised.onnx")
-        try:
-            ort.InferenceSession(graph, options, providers=[CPU_PROVIDER])
-            saved = memoryview(Path(scratch, "optimised.onnx").read_bytes())
-        except Exception as err:  # onnxruntime's own exception types; only a speed hint is lost
-            _LOGGER.debug("Blocked-kernel probe failed: %s", err)
-            return 0
-    _, graph_field = wire.model_graph(saved)
-    optimised = wire.Graph.parse(wire.as_message(graph_field.value))
-    blocked = (
-        optimised.initializers.get(node.inputs[1])
-        for node in optimised.nodes.values()
-        if node.op_type == "Conv" and node.domain == _BLOCKED_DOMAIN and len(node.inputs) > 1
-    )
-    return next((weight.dims[0] for weight in blocked if weight is not None), 0)
-
-
-def _prepared_settings(threads: int) -> str:
-    """What a saved graph depends on besides its source: the optimised graph holds kernels
-    chosen for this onnxruntime and this CPU (NCHWc block size follows AVX2 / AVX-512), and
-    which convolutions are split depends on the threads that share them."""
-    return "|".join(
-        (
-            f"ort {ort.__version__}",
-            f"lift {rewrite.REWRITE_VERSION}/{rewrite.DEFAULT_MIN_CHANNELS}",
-            f"relative positions {relative_attention.REWRITE_VERSION}",
-            f"relative band {relative_band.REWRITE_VERSION}",
-            f"flow mask {flow_mask.REWRITE_VERSION}",
-            f"reduction split {reduction_split.REWRITE_VERSION} on {threads} threads",
-            "saved onnx, weights apart, pre-packed",
-            platform.machine(),
-            _cpu_flags_digest(),
-        )
-    )
-
-
-def _cpu_flags_digest() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
-            flags = next((line for line in cpuinfo if line.startswith(("flags", "Features"))), "")
-    except OSError:
-        flags = ""
-    return hashlib.sha256(flags.encode()).hexdigest()[:12]

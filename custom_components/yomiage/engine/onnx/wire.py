@@ -33,7 +33,7 @@ ATTR_GRAPHS, ATTR_TYPE = 11, 20
 ATTR_TYPE_INT, ATTR_TYPE_INTS = 2, 7
 TENSOR_DIMS, TENSOR_DATA_TYPE, TENSOR_NAME, TENSOR_RAW_DATA, TENSOR_DATA_LOCATION = 1, 2, 8, 9, 14
 TENSOR_EXTERNAL_DATA = 13
-TENSOR_FLOAT, TENSOR_INT64 = 1, 7
+TENSOR_FLOAT, TENSOR_INT64, TENSOR_BOOL = 1, 7, 9  # TensorProto.DataType
 TENSOR_EXTERNAL = 1
 VALUE_INFO_NAME, VALUE_INFO_TYPE = 1, 2
 TYPE_TENSOR, TENSOR_TYPE_ELEM_TYPE, TENSOR_TYPE_SHAPE, SHAPE_DIM = 1, 1, 2, 1
@@ -358,6 +358,12 @@ class Node:
     def attribute(self, name: str) -> Attribute | None:
         return next((a for a in self.attributes if a.name == name), None)
 
+    def first_int(self, name: str, default: int) -> int:
+        """The first of the ints attribute ``name`` (a 1-D convolution's stride, dilation...),
+        ``default`` where it is absent or empty."""
+        attribute = self.attribute(name)
+        return attribute.ints[0] if attribute is not None and attribute.ints else default
+
 
 @dataclass(frozen=True)
 class Tensor:
@@ -402,7 +408,7 @@ class Graph:
         return graph
 
     def names_in_use(self) -> set[str]:
-        """Every tensor name the graph uses: what a new name must not be (``fresh_name``)."""
+        """Every tensor name the graph uses: what a new name must not be."""
         names = {name for node in self.nodes.values() for name in node.inputs + node.outputs}
         names.update(self.initializers, self.inputs, self.outputs, self.value_infos)
         return names
@@ -414,6 +420,10 @@ class Graph:
             for name in node.inputs:
                 found.setdefault(name, []).append(position)
         return found
+
+    def producers(self) -> dict[str, int]:
+        """The position of the node that makes each name."""
+        return {name: position for position, node in self.nodes.items() for name in node.outputs}
 
 
 def node_reads(node: Node) -> list[str]:
@@ -444,16 +454,6 @@ def with_inputs(node: Node, inputs: list[str]) -> bytes | memoryview:
     return node_field(
         node.op_type, inputs, node.outputs, node.name, node.domain, attributes, node.other
     )
-
-
-def fresh_name(names: set[str], wanted: str) -> str:
-    """``wanted``, or it with the first free numeric suffix, not in ``names``; added to them."""
-    name, suffix = wanted, 1
-    while name in names:
-        suffix += 1
-        name = f"{wanted}_{suffix}"
-    names.add(name)
-    return name
 
 
 def default_opset(model_fields: list[Field]) -> int:

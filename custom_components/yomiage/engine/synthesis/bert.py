@@ -11,6 +11,7 @@ from numpy.typing import NDArray
 
 from ..errors import BundleError
 from ..onnx.cuda_probe import CUDA_PROVIDER
+from ..onnx.passes.registry import GraphKind
 from ..onnx.sessions import SessionFactory
 from .tokenizer import CharTokenizer
 
@@ -21,7 +22,7 @@ class BertFeaturizer:
     def __init__(self, graph: Path, tokenizer_dir: Path, sessions: SessionFactory) -> None:
         self._graph = graph
         self._tokenizer = CharTokenizer.from_dir(tokenizer_dir)
-        self._session = sessions.create(graph)
+        self._session = sessions.create(graph, GraphKind.LANGUAGE_MODEL)
         self._output_name = self._session.get_outputs()[0].name
         self.hidden_size = _feature_size(self._session, graph)
         # Where the session really runs ("cpu" when onnxruntime fell back from CUDA).

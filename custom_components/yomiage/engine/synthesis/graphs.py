@@ -20,6 +20,7 @@ import onnxruntime as ort
 from numpy.typing import NDArray
 
 from ..onnx.contract import GraphContract, VoiceShape, duration_contract, synthesizer_contract
+from ..onnx.passes.registry import GraphKind
 from ..onnx.sessions import SessionFactory, SplitSessions
 from .clock import MONOTONIC, Clock
 from .decode_speed import DecodeSpeed
@@ -156,7 +157,7 @@ class VoiceGraphs:
     def _whole_session(self) -> Any:
         with self._lock:
             if self._whole is None:
-                self._whole = self._sessions.create(self.synthesizer)
+                self._whole = self._sessions.create(self.synthesizer, GraphKind.SYNTHESIZER)
             return self._whole
 
     def _split_sessions(self) -> SplitSessions | None:
@@ -178,7 +179,7 @@ class VoiceGraphs:
     def _open_duration_pass(self) -> tuple[Any, GraphContract] | None:
         if self._duration_file_contract is not None:
             path = self._duration_file_contract.path
-            return self._sessions.create(path), self._duration_file_contract
+            return self._sessions.create(path, GraphKind.DURATIONS), self._duration_file_contract
         session = self._sessions.create_durations(self.synthesizer, self._contract.durations)
         if session is None:
             return None

@@ -14,6 +14,7 @@ import pytest
 from custom_components.yomiage.engine.bundle import Bundle
 from custom_components.yomiage.engine.onnx import wire
 from custom_components.yomiage.engine.onnx.decoder_graph import read_split, split_decoder
+from custom_components.yomiage.engine.onnx.passes.registry import GraphKind
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 from custom_components.yomiage.engine.synthesis import pieces as pieces_module
 from custom_components.yomiage.engine.synthesis.decode_speed import (
@@ -27,9 +28,8 @@ from custom_components.yomiage.engine.text.frontend import Frontend
 from custom_components.yomiage.engine.text.normalize import normalize
 
 from .onnx_build import ModelBuilder, conv_attributes
-from .test_rewrite import synthesizer_feeds
+from .sample_graphs import TOLERANCE, synthesizer_feeds
 
-TOLERANCE = 1e-5
 QUIET_INPUTS = ModelInputs(length_scale=1.0, sdp_ratio=0.2, noise_scale=0.0, noise_scale_w=0.0)
 
 
@@ -165,7 +165,9 @@ def test_pieces_add_up_to_the_whole_sentence(voice: Voice, monkeypatch: pytest.M
     # The published, unsplit graph agrees as well (same threads: durations are rounded up, so
     # a different summation order could move a phone by a frame).
     feeds = voice.graphs._contract.feeds(voice._values(spoken))
-    published_session = SessionFactory(threads=1, use_cache=False).create(voice.files.synthesizer)
+    published_session = SessionFactory(threads=1, use_cache=False).create(
+        voice.files.synthesizer, GraphKind.SYNTHESIZER
+    )
     (published,) = published_session.run(None, feeds)
     np.testing.assert_allclose(whole, published.reshape(-1), atol=TOLERANCE, rtol=0)
 

@@ -23,11 +23,13 @@ import pytest
 from custom_components.yomiage.engine.bundle import Bundle
 from custom_components.yomiage.engine.errors import BundleError
 from custom_components.yomiage.engine.onnx import prepare, wire
+from custom_components.yomiage.engine.onnx.machine import blocked_probe_graph
+from custom_components.yomiage.engine.onnx.passes.registry import GraphKind
 from custom_components.yomiage.engine.onnx.sessions import GRAPH_FILE, WEIGHTS_FILE, SessionFactory
 from custom_components.yomiage.engine.synthesis.engine import Engine
 
 from ..common import QUIET
-from .test_rewrite import residual_feeds, residual_model, run
+from .sample_graphs import residual_feeds, residual_model, run
 
 
 class Children:
@@ -53,8 +55,8 @@ class Children:
                 self._running -= 1
 
     def sources(self) -> Counter[str]:
-        """The file name of each graph a child was given (child_command's third-last argument)."""
-        return Counter(Path(command[-3]).name for command in self.commands)
+        """The file name of each graph a child was given (child_command's fourth-last argument)."""
+        return Counter(Path(command[-4]).name for command in self.commands)
 
 
 REAL_RUN = subprocess.run
@@ -111,8 +113,11 @@ def test_each_graph_is_prepared_by_a_child_and_this_process_only_maps_the_result
         {"bert_q8.onnx": 1, "front.onnx": 2, "decoder.onnx": 2, "duration_predictor.onnx": 2}
     )
     assert len(prepared(cache)) == len(children.commands)  # one graph per child
-    assert opened and all(
-        isinstance(model, str) and Path(model).parent in prepared(cache) for model in opened
+    # Besides the one-convolution graph that asks onnxruntime for its blocked kernels (the
+    # voices' cache keys hold their block size: machine.py).
+    models = [model for model in opened if model != blocked_probe_graph()]
+    assert models and all(
+        isinstance(model, str) and Path(model).parent in prepared(cache) for model in models
     ), "every session of this process maps a prepared file"
     children.commands.clear()
     start()  # a later start: everything mapped, no child
@@ -125,7 +130,9 @@ def test_graphs_asked_for_at_once_are_prepared_one_after_the_other(
     factory = SessionFactory(threads=1, cache_dir=tmp_path, use_cache=True)
     graphs = list(speaker_graphs(tiny_bundle))
     with ThreadPoolExecutor(len(graphs)) as executor:
-        sessions = list(executor.map(factory.create, graphs))
+        sessions = list(
+            executor.map(lambda graph: factory.create(graph, GraphKind.SYNTHESIZER), graphs)
+        )
     assert len(sessions) == len(graphs) == len(prepared(tmp_path)) == len(children.commands)
     assert children.most_at_once == 1
 
@@ -164,16 +171,20 @@ def canonical(model: bytes) -> list[object]:
 
 
 @pytest.mark.parametrize(
-    "graph", ["onnx/bert/q8/bert_q8.onnx", "onnx/speakers/tiny-a/synthesizer.onnx"]
+    ("graph", "kind"),
+    [
+        ("onnx/bert/q8/bert_q8.onnx", GraphKind.LANGUAGE_MODEL),
+        ("onnx/speakers/tiny-a/synthesizer.onnx", GraphKind.SYNTHESIZER),
+    ],
 )
 def test_a_child_prepares_what_this_process_would(
-    tiny_bundle: Path, tmp_path: Path, graph: str
+    tiny_bundle: Path, tmp_path: Path, graph: str, kind: GraphKind
 ) -> None:
     factory = SessionFactory(threads=1, cache_dir=tmp_path / "cache", use_cache=True)
-    factory.create(tiny_bundle / graph)
+    factory.create(tiny_bundle / graph, kind)
     (entry,) = prepared(tmp_path / "cache")
     here = tmp_path / "here"
-    factory.prepare_here(tiny_bundle / graph, here)
+    factory.prepare_here(tiny_bundle / graph, here, kind)
     assert (entry / WEIGHTS_FILE).read_bytes() == (here / WEIGHTS_FILE).read_bytes()
     child, ours = ((folder / GRAPH_FILE).read_bytes() for folder in (entry, here))
     assert canonical(child) == canonical(ours)
@@ -195,13 +206,15 @@ FAILURES = {
 }
 
 
-def failing_child(ending: str, only: str | None = None) -> Callable[[Path, Path, int], list[str]]:
+def failing_child(
+    ending: str, only: str | None = None
+) -> Callable[[Path, Path, GraphKind, int], list[str]]:
     """A child_command whose child fails after writing half a graph (only for the graph file
     named ``only``, where given; the others are prepared for real)."""
 
-    def command(source: Path, saved: Path, threads: int) -> list[str]:
+    def command(source: Path, saved: Path, kind: GraphKind, threads: int) -> list[str]:
         if only is not None and source.name != only:
-            return REAL_COMMAND(source, saved, threads)
+            return REAL_COMMAND(source, saved, kind, threads)
         return [sys.executable, "-c", HALF_WRITTEN + ending, str(saved)]
 
     return command
@@ -258,7 +271,9 @@ def test_the_child_imports_from_the_path_of_this_process(
         lambda *_: [sys.executable, "-P", "-c", "import installed_at_run_time"],
     )
     with caplog.at_level(logging.WARNING):
-        prepare.prepare_in_child(tmp_path / "g.onnx", tmp_path / "saved", 1, Path("shown.onnx"))
+        prepare.prepare_in_child(
+            tmp_path / "g.onnx", tmp_path / "saved", GraphKind.SYNTHESIZER, 1, Path("shown.onnx")
+        )
     assert "Preparing shown.onnx: imported from the parent path" in caplog.text
 
 
@@ -325,7 +340,7 @@ def test_onnxruntime_prepares_the_graph_from_its_weights_apart(
 
     monkeypatch.setattr(ort, "InferenceSession", spy)
     SessionFactory(threads=1, use_cache=False).prepare_here(
-        Bundle.open(tiny_bundle).bert_q8, tmp_path / "saved"
+        Bundle.open(tiny_bundle).bert_q8, tmp_path / "saved", GraphKind.LANGUAGE_MODEL
     )
     ((name, moved),) = given
     assert name == "apart.onnx" and moved > 0

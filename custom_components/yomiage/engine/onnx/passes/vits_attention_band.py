@@ -27,17 +27,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from . import wire
-from .wire import Chunks, Graph, Node
+from .. import wire
+from ..graph_edit import GraphEdit, NewNodes, edit_model, is_zero_pad
+from ..wire import Chunks, Graph, Node
 
-REWRITE_VERSION = 2  # bump when the rewrite changes: cached graphs are then rebuilt
+SCOPE = "attention_band"
 _MIN_OPSET = 13  # Unsqueeze with its axes as an input; Pad (11) and Range (11) with inputs
 _RESHUFFLES = frozenset({"Pad", "Reshape", "Slice"})  # what moves a product between layouts
 # Between an embedding table and the product that reads it: its zero padding to 2T - 1 offsets,
 # the offsets a length reads, a batch axis, and (keys) the transpose.
 _EMBEDDING_PATH = frozenset({"Pad", "Slice", "Unsqueeze", "Transpose"})
 _LENGTH_AXIS = 2  # of [batch, heads, T, .] (queries and attention weights)
-_FLOAT = 1  # TensorProto.FLOAT, for Cast
 
 
 @dataclass(frozen=True)
@@ -57,22 +57,20 @@ class _Term:
 def band_relative_attention(model: memoryview) -> Chunks | None:
     """The encoded ModelProto with each zero-padded relative term computed on its band only, or
     None where the graph has none."""
-    model_fields, graph_field = wire.model_graph(model)
-    if wire.default_opset(model_fields) < _MIN_OPSET:
+    edited = edit_model(model, SCOPE, Graph.parse)
+    if edited.opset < _MIN_OPSET:
         return None
-    graph = Graph.parse(wire.as_message(graph_field.value))
-    terms = _Finder(graph).terms()
-    if not terms:
+    terms = _Finder(edited.edit).terms()
+    if not terms or not _Band(edited.edit, terms).write():
         return None
-    encoded = _Emitter(graph, terms).encode()
-    return None if encoded is None else wire.with_graph(model_fields, graph_field, encoded)
+    return edited.encode()
 
 
 class _Finder:
-    def __init__(self, graph: Graph) -> None:
-        self.graph = graph
-        self.producers = {name: at for at, node in graph.nodes.items() for name in node.outputs}
-        self.consumers = graph.consumers()
+    def __init__(self, edit: GraphEdit) -> None:
+        self.graph = edit.graph
+        self.producers = edit.producers
+        self.consumers = edit.consumers
 
     def terms(self) -> list[_Term]:
         found = (self._term(at, node) for at, node in self.graph.nodes.items())
@@ -115,7 +113,7 @@ class _Finder:
             node = self.graph.nodes[at]
             if node.op_type not in _EMBEDDING_PATH or node.domain:
                 return None
-            padded |= node.op_type == "Pad" and _zero_padding(node)
+            padded |= is_zero_pad(node, self.graph, self.producers)
             path.add(at)
             name = node.inputs[0]
         tensor = self.graph.initializers[name]
@@ -142,7 +140,7 @@ class _Finder:
                 break
             steps.append(readers[0])
             name = node.outputs[0]
-        if node.op_type != "Add" or not _reshuffled(self.graph, steps):
+        if node.op_type != "Add" or not _reshuffled(self.graph, self.producers, steps):
             return None
         return name, frozenset(steps), readers[0]
 
@@ -158,7 +156,7 @@ class _Finder:
                 return None
             steps.append(at)
             name = self.graph.nodes[at].inputs[0]
-        if not _reshuffled(self.graph, steps):
+        if not _reshuffled(self.graph, self.producers, steps):
             return None
         return name, frozenset(steps)
 
@@ -174,62 +172,46 @@ class _Finder:
         return len(self._readers(name)) != 1 or name in self.graph.outputs
 
 
-def _zero_padding(node: Node) -> bool:
-    """Whether Pad ``node`` pads with zeros (constant mode, no value given)."""
-    mode = node.attribute("mode")
-    constant = mode is None or mode.s == b"constant"
-    return constant and (len(node.inputs) < 3 or not node.inputs[2])
-
-
-def _reshuffled(graph: Graph, steps: list[int]) -> bool:
+def _reshuffled(graph: Graph, producers: dict[str, int], steps: list[int]) -> bool:
     """Whether ``steps`` pad with zeros, reshape and slice (each at least once): the move
     between relative and absolute positions, not some other use of a product."""
     nodes = [graph.nodes[at] for at in steps]
-    pads_zeros = all(_zero_padding(node) for node in nodes if node.op_type == "Pad")
+    pads_zeros = all(is_zero_pad(node, graph, producers) for node in nodes if node.op_type == "Pad")
     return pads_zeros and {node.op_type for node in nodes} == _RESHUFFLES
 
 
-class _Emitter:
-    """Writes the GraphProto: each term's band nodes before the node that reads its result,
-    without the nodes it replaced and those that then feed nothing."""
+class _Band:
+    """Tells the edit each term's band nodes (before the node that reads its result) and the
+    nodes they replace, with those that then feed nothing."""
 
-    def __init__(self, graph: Graph, terms: list[_Term]) -> None:
-        self.graph = graph
+    def __init__(self, edit: GraphEdit, terms: list[_Term]) -> None:
+        self.edit = edit
+        self.graph = edit.graph
         self.terms = terms
-        self.names = graph.names_in_use()
-        self.int_constants: dict[tuple[tuple[int, ...], tuple[int, ...]], str] = {}
-        self.reads = {at: wire.node_reads(node) for at, node in graph.nodes.items()}
+        self.reads = {at: wire.node_reads(node) for at, node in self.graph.nodes.items()}
 
-    def encode(self) -> Chunks | None:
-        before: dict[int, list[bytes]] = {}  # new nodes, by the position they go before
+    def write(self) -> bool:
+        """False, telling the edit nothing, where something besides the layout moves reads what
+        they made."""
+        placed: dict[int, NewNodes] = {}
         renamed: dict[str, str] = {}
         dropped: set[int] = set()
         for term in self.terms:
-            nodes = before.setdefault(term.place, [])
+            nodes = placed.setdefault(term.place, self.edit.nodes())
             band = self._keys(term, nodes) if term.kind == "keys" else self._values(term, nodes)
             renamed[term.result] = band
             dropped |= term.dropped
         kept = self._live(dropped, renamed)
         gone = {name for at in dropped for name in self.graph.nodes[at].outputs} - set(renamed)
         if any(not gone.isdisjoint(self.reads[at]) for at in kept):
-            return None  # something besides the layout moves reads what they made
-        read = {renamed.get(name, name) for at in kept for name in self.reads[at]}
-        read |= {name for term in self.terms for name in (term.source, term.embedding)}
-        read |= set(self.graph.outputs)
-        out = Chunks()
-        for position, item in enumerate(self.graph.items):
-            node = self.graph.nodes.get(position)
-            if node is None:
-                if item.number != wire.GRAPH_INITIALIZER or wire.parse_tensor(item).name in read:
-                    out.add(item.raw)
-                continue
-            for field in before.get(position, []):
-                out.add(field)
-            if position in kept:
-                out.add(wire.with_inputs(node, [renamed.get(name, name) for name in node.inputs]))
-        for (dims, values), name in sorted(self.int_constants.items()):
-            out.add(wire.int64_tensor(name, values, dims))
-        return out
+            return False
+        for place, nodes in placed.items():
+            self.edit.insert_before(place, nodes)
+        for position in set(self.graph.nodes) - kept:
+            self.edit.drop(position)
+        for name, band in renamed.items():
+            self.edit.rename(name, band)
+        return True
 
     def _live(self, dropped: set[int], renamed: dict[str, str]) -> set[int]:
         """The nodes that still feed an output once ``dropped`` are gone and the band's nodes
@@ -245,72 +227,50 @@ class _Emitter:
         return kept
 
     # -- the band ---------------------------------------------------------------------------
-    def _keys(self, term: _Term, nodes: list[bytes]) -> str:
+    def _keys(self, term: _Term, nodes: NewNodes) -> str:
         """[b, h, T, T]: R[i, j - i + w] inside the window, zeros outside (the skew above)."""
-        w = term.window
-        turned = self._op(
-            "Transpose", [term.embedding], nodes, wire.ints_attribute("perm", [0, 2, 1])
-        )
-        by_offset = self._op("MatMul", [term.source, turned], nodes)  # [b, h, T, 2w + 1]
+        w, ints = term.window, self.edit.ints
+        turned = nodes.add("Transpose", [term.embedding], wire.ints_attribute("perm", [0, 2, 1]))
+        by_offset = nodes.add("MatMul", [term.source, turned])  # [b, h, T, 2w + 1]
         # T read off the product, not the queries: a Shape of the queries would keep the
         # exporter's scaling and transpose of them alive, which onnxruntime otherwise folds
         # into this product.
         length = self._length(by_offset, nodes)
-        pads = self._op("Concat", [self._ints([0] * 7), length], nodes, _axis0())
-        padded = self._op("Pad", [by_offset, pads], nodes)  # rows of T + 2w + 1
-        flat = self._op("Reshape", [padded, self._ints([0, 0, -1])], nodes)
-        row = self._op("Add", [length, self._ints([2 * w])], nodes)
-        kept = self._op("Mul", [length, row], nodes)  # T (T + 2w)
-        cut = self._op("Slice", [flat, self._ints([0]), kept, self._ints([2])], nodes)
-        rows = self._op("Concat", [self._ints([0, 0]), length, self._ints([-1])], nodes, _axis0())
-        skewed = self._op("Reshape", [cut, rows], nodes)  # [b, h, T, T + 2w]
-        end = self._op("Add", [length, self._ints([w])], nodes)
-        return self._op("Slice", [skewed, self._ints([w]), end, self._ints([3])], nodes)
+        pads = nodes.add("Concat", [ints([0] * 7), length], _axis0())
+        padded = nodes.add("Pad", [by_offset, pads])  # rows of T + 2w + 1
+        flat = nodes.add("Reshape", [padded, ints([0, 0, -1])])
+        row = nodes.add("Add", [length, ints([2 * w])])
+        kept = nodes.add("Mul", [length, row])  # T (T + 2w)
+        cut = nodes.add("Slice", [flat, ints([0]), kept, ints([2])])
+        rows = nodes.add("Concat", [ints([0, 0]), length, ints([-1])], _axis0())
+        skewed = nodes.add("Reshape", [cut, rows])  # [b, h, T, T + 2w]
+        end = nodes.add("Add", [length, ints([w])])
+        return nodes.add("Slice", [skewed, ints([w]), end, ints([3])])
 
-    def _values(self, term: _Term, nodes: list[bytes]) -> str:
+    def _values(self, term: _Term, nodes: NewNodes) -> str:
         """[b, h, T, d]: the weights of keys i - w .. i + w (zero outside the sequence) times
         the value embeddings."""
-        w = term.window
+        w, ints = term.window, self.edit.ints
         length = self._length(term.source, nodes)
-        scalar = self._op("Squeeze", [length, self._ints([0])], nodes)
-        queries = self._op("Range", [self._scalar(0), scalar, self._scalar(1)], nodes)
-        column = self._op("Unsqueeze", [queries, self._ints([1])], nodes)  # [T, 1]
-        keys = self._op("Add", [column, self._ints(list(range(-w, w + 1)))], nodes)  # [T, 2w+1]
-        last = self._op("Sub", [length, self._ints([1])], nodes)
-        inside = self._op("Max", [self._op("Min", [keys, last], nodes), self._ints([0])], nodes)
-        row_start = self._op("Mul", [column, length], nodes)
-        index = self._op("Add", [row_start, inside], nodes)  # i T + j, [T, 2w + 1]
-        present = self._op("Equal", [keys, inside], nodes)
-        valid = self._op("Cast", [present], nodes, wire.int_attribute("to", _FLOAT))
-        flat = self._op("Reshape", [term.source, self._ints([0, 0, -1])], nodes)  # [b, h, T T]
-        near = self._op("Gather", [flat, index], nodes, wire.int_attribute("axis", 2))
-        weights = self._op("Mul", [near, valid], nodes)  # [b, h, T, 2w + 1]
-        return self._op("MatMul", [weights, term.embedding], nodes)
+        scalar = nodes.add("Squeeze", [length, ints([0])])
+        queries = nodes.add("Range", [ints([0], ()), scalar, ints([1], ())])
+        column = nodes.add("Unsqueeze", [queries, ints([1])])  # [T, 1]
+        keys = nodes.add("Add", [column, ints(list(range(-w, w + 1)))])  # [T, 2w + 1]
+        last = nodes.add("Sub", [length, ints([1])])
+        inside = nodes.add("Max", [nodes.add("Min", [keys, last]), ints([0])])
+        row_start = nodes.add("Mul", [column, length])
+        index = nodes.add("Add", [row_start, inside])  # i T + j, [T, 2w + 1]
+        present = nodes.add("Equal", [keys, inside])
+        valid = nodes.add("Cast", [present], wire.int_attribute("to", wire.TENSOR_FLOAT))
+        flat = nodes.add("Reshape", [term.source, ints([0, 0, -1])])  # [b, h, T T]
+        near = nodes.add("Gather", [flat, index], wire.int_attribute("axis", 2))
+        weights = nodes.add("Mul", [near, valid])  # [b, h, T, 2w + 1]
+        return nodes.add("MatMul", [weights, term.embedding])
 
-    def _length(self, tensor: str, nodes: list[bytes]) -> str:
+    def _length(self, tensor: str, nodes: NewNodes) -> str:
         """[T] (int64, one element): axis 2 of ``tensor``."""
-        shape = self._op("Shape", [tensor], nodes)
-        return self._op("Gather", [shape, self._ints([_LENGTH_AXIS])], nodes, _axis0())
-
-    def _op(self, op_type: str, inputs: list[str], nodes: list[bytes], *attributes: bytes) -> str:
-        output = wire.fresh_name(self.names, f"yomiage/band/{op_type.lower()}")
-        name = wire.fresh_name(self.names, f"yomiage/band/{op_type}")
-        nodes.append(wire.node_field(op_type, inputs, [output], name, attributes=attributes))
-        return output
-
-    def _ints(self, values: list[int]) -> str:
-        """A 1-D int64 initializer."""
-        return self._int64((len(values),), tuple(values))
-
-    def _scalar(self, value: int) -> str:
-        return self._int64((), (value,))
-
-    def _int64(self, dims: tuple[int, ...], values: tuple[int, ...]) -> str:
-        key = (dims, values)
-        if key not in self.int_constants:
-            label = "_".join(str(value) for value in values).replace("-", "m")
-            self.int_constants[key] = wire.fresh_name(self.names, f"yomiage/band/int_{label}")
-        return self.int_constants[key]
+        shape = nodes.add("Shape", [tensor])
+        return nodes.add("Gather", [shape, self.edit.ints([_LENGTH_AXIS])], _axis0())
 
 
 def _axis0() -> bytes:

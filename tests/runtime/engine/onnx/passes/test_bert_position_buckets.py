@@ -1,5 +1,6 @@
-"""BERT's relative-position terms cut to the buckets a run reads (onnx/relative_attention.py): the
-same output to float rounding, from one bucket-major initializer per term."""
+"""BERT's relative-position terms cut to the buckets a run reads
+(engine/onnx/passes/bert_position_buckets.py): the same output to float rounding, from one
+bucket-major initializer per term."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import pytest
 from numpy.typing import NDArray
 
 from custom_components.yomiage.engine.onnx import wire
-from custom_components.yomiage.engine.onnx.relative_attention import slice_relative_positions
+from custom_components.yomiage.engine.onnx.passes.bert_position_buckets import (
+    slice_relative_positions,
+)
 
-from .onnx_build import ModelBuilder, int_attribute
-from .test_rewrite import run
+from ..onnx_build import ModelBuilder, int_attribute
+from ..sample_graphs import run
 
 HEADS, SPAN, SIZE, LAYERS = 2, 8, 4, 2  # buckets: 2 x SPAN
 # The products read are the same; a narrower product may be summed by another kernel in another

@@ -1,5 +1,5 @@
-"""The flow's frame mask left out where it is all ones (engine/onnx/flow_mask.py): the same
-samples on every dialect's graph, and a run that cannot be the same fails instead."""
+"""The flow's frame mask left out where it is all ones (engine/onnx/passes/vits_flow_mask.py):
+the same samples on every dialect's graph, and a run that cannot be the same fails instead."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ import pytest
 from numpy.typing import NDArray
 
 from custom_components.yomiage.engine.onnx import wire
-from custom_components.yomiage.engine.onnx.flow_mask import FLOW_SCOPE, leave_out_flow_mask
+from custom_components.yomiage.engine.onnx.passes.vits_flow_mask import (
+    FLOW_SCOPE,
+    leave_out_flow_mask,
+)
 
-from .onnx_build import ModelBuilder, conv_attributes, float_attribute, int_attribute
-from .test_rewrite import (
+from ..onnx_build import ModelBuilder, conv_attributes, float_attribute, int_attribute
+from ..sample_graphs import (
     CHANNELS,
     FRONTS,
     assert_front_keeps_the_samples,

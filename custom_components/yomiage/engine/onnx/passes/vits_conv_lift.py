@@ -32,20 +32,16 @@ of it in the graph cache (graph_cache.py), and memory-maps its weights on every 
 
 from __future__ import annotations
 
-import functools
 import itertools
-import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Self
 
-from . import wire
-from .wire import Chunks, Node, Tensor
+from .. import wire
+from ..graph_edit import GraphEdit, NewNodes, edit_model, is_zero_pad
+from ..wire import Chunks, Node, Tensor
 
-_LOGGER = logging.getLogger(__name__)
-
-REWRITE_VERSION = 8  # bump when the rewrite changes: cached graphs are then rebuilt
+SCOPE = "conv_lift"
 # Convolutions with fewer input or output channels stay 1-D: the blocked kernels split a
 # [C, 1, T] convolution between threads by blocks of channels, so a 16- or 32-channel one runs on
 # one thread, while the 1-D GEMM splits along time (docs/PERFORMANCE.md).
@@ -72,6 +68,12 @@ def frame_rate_lift_pays(block: int) -> bool:
     return block > 0
 
 
+def lift_for_cpu(model: memoryview, block: int) -> Chunks | None:
+    """The lift as graphs are prepared where onnxruntime's blocked kernels hold ``block`` floats
+    (0: none): the audio-rate part, and the frame-rate convolutions where that pays."""
+    return lift_convolutions(model, block=block, frame_rate=frame_rate_lift_pays(block))
+
+
 def lift_convolutions(
     model: memoryview,
     min_channels: int = DEFAULT_MIN_CHANNELS,
@@ -88,50 +90,27 @@ def lift_convolutions(
     none; without them the identities and halves that serve those kernels would only cost time,
     and are left out.
     """
-    model_fields, graph_field = wire.model_graph(model)
-    graph = _Graph.parse(wire.as_message(graph_field.value))
+    edited = edit_model(model, SCOPE, _Graph.parse)
+    graph = edited.graph
     if any(tensor.external for tensor in graph.initializers.values()):
         return None  # a copy elsewhere would lose the relative paths of its weight files
-    opset = wire.default_opset(model_fields)
-    pairs = block > 0 and opset >= _PAIRS_OPSET
+    pairs = block > 0 and edited.opset >= _PAIRS_OPSET
     plan = _Plan.make(
         graph, min_channels, audio_rate_only, pairs=pairs, block=block, frame_rate=frame_rate
     )
     if not plan.lifted:
         return None
-    return wire.with_graph(model_fields, graph_field, _Emitter(graph, plan, opset).encode())
-
-
-def write_lifted(
-    source: Path,
-    target: Path,
-    min_channels: int = DEFAULT_MIN_CHANNELS,
-    audio_rate_only: bool = True,
-    block: int = AVX2_BLOCK,
-    frame_rate: bool = False,
-) -> bool:
-    """Write ``source`` with its convolutions lifted to ``target``; False if nothing to lift.
-
-    Raises ``WireError`` when ``source`` is not an ONNX model this module can read.
-    """
-    lift = functools.partial(
-        lift_convolutions,
-        min_channels=min_channels,
-        audio_rate_only=audio_rate_only,
-        block=block,
-        frame_rate=frame_rate,
-    )
-    return wire.rewrite_file(source, target, lift)
+    _Lifter(edited.edit, graph, plan, edited.opset).write()
+    return edited.encode()
 
 
 # -- what the graph holds ------------------------------------------------------------------------
 @dataclass
 class _Graph(wire.Graph):
     """The graph and what the rewrite tells from it: tensor ranks where they can be told (nodes
-    come in topological order), every tensor name in use, and the names subgraphs read."""
+    come in topological order), and the names subgraphs read."""
 
     ranks: dict[str, int] = field(default_factory=dict)
-    names: set[str] = field(default_factory=set)
     in_subgraphs: set[str] = field(default_factory=set)
 
     @classmethod
@@ -143,9 +122,7 @@ class _Graph(wire.Graph):
             for name, rank in declared.items():
                 if rank is not None:
                     graph.ranks.setdefault(name, rank)
-        graph.names.update(graph.initializers, graph.inputs, graph.outputs, graph.value_infos)
         for node in graph.nodes.values():
-            graph.names.update(node.inputs + node.outputs)
             graph._infer_rank(node)
             graph.in_subgraphs.update(wire.subgraph_reads(node))
         return graph
@@ -205,21 +182,23 @@ class _Plan:
         # Backwards: glue that only feeds the region (a LeakyRelu before the first convolution)
         # joins it, so that its input enters the region once instead of twice; a zero Pad in
         # front of a convolution joins it too, where onnxruntime folds it into the convolution.
-        consumers = graph.consumers()
+        consumers, producers = graph.consumers(), graph.producers()
         for position in sorted(graph.nodes, reverse=True):
             node = graph.nodes[position]
             if position not in plan.lifted and (
                 plan._only_feeds_region(node, graph, consumers)
-                or plan._pads_convolutions(node, graph, consumers)
+                or plan._pads_convolutions(node, graph, consumers, producers)
             ):
                 plan._lift(position, node)
         plan.retyped_weights = _weights_only_lifted_convs_use(graph, plan.lifted)
         plan.extents = _extents(graph, plan.lifted, plan.tail)
         if block:
-            plan._keep_blocked(graph, consumers)
+            plan._keep_blocked(graph, consumers, producers)
         return plan
 
-    def _keep_blocked(self, graph: _Graph, consumers: dict[str, list[int]]) -> None:
+    def _keep_blocked(
+        self, graph: _Graph, consumers: dict[str, list[int]], producers: dict[str, int]
+    ) -> None:
         """Where an identity depthwise convolution keeps a region in the blocked layout.
 
         onnxruntime's NCHWc pass converts convolutions, Add and a few activations, not
@@ -229,7 +208,6 @@ class _Plan:
         blocked: after a ConvTranspose it starts the blocked residual stream; in front of a
         LeakyRelu onnxruntime fuses the two into one blocked kernel.
         """
-        producers = {out: p for p, node in graph.nodes.items() for out in node.outputs}
         for position in self.lifted:
             node = graph.nodes[position]
             if node.op_type == "ConvTranspose" and self._blocked_width(node.outputs[0]):
@@ -261,24 +239,25 @@ class _Plan:
         self.lifted_tensors.update(node.outputs)
 
     def _pads_convolutions(
-        self, node: Node, graph: _Graph, consumers: dict[str, list[int]]
+        self,
+        node: Node,
+        graph: _Graph,
+        consumers: dict[str, list[int]],
+        producers: dict[str, int],
     ) -> bool:
         """A Pad with zeros (Style-Bert-VITS2's feed-forward layers pad before each
         convolution) read only as the data of lifted convolutions. Lifted with them, it sits
         right before each one, where onnxruntime folds it into the convolution's own padding
         (its PadFusion, once the pads are folded constants): no padded copy, and a convolution
-        that reads another one's blocked output reads it as it is (flow_mask.py)."""
-        if node.op_type != "Pad" or node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
-            return False
-        mode = node.attribute("mode")
-        if mode is not None and mode.s not in (b"", b"constant"):
+        that reads another one's blocked output reads it as it is (vits_flow_mask.py)."""
+        if not is_zero_pad(node, graph, producers):
             return False
         # Pads as an input (opset 11 on), no axes input (opset 18): pads of every axis.
         if not 2 <= len(node.inputs) <= 3 or not node.inputs[1]:
             return False
         output = node.outputs[0]
-        readers = consumers.get(output, [])
-        if not readers or output in graph.outputs or output in graph.in_subgraphs:
+        readers = _node_readers(output, graph, consumers)
+        if not readers:
             return False
         return all(
             r in self.lifted
@@ -296,8 +275,8 @@ class _Plan:
         if len(node.outputs) != 1:
             return False
         output = node.outputs[0]
-        readers = consumers.get(output, [])
-        if not readers or output in graph.outputs or output in graph.in_subgraphs:
+        readers = _node_readers(output, graph, consumers)
+        if not readers:
             return False
         if any(r not in self.lifted or _reads_as_weight(graph.nodes[r], output) for r in readers):
             return False
@@ -306,6 +285,14 @@ class _Plan:
             return False
         entering = [n for n in inputs if n not in self.lifted_tensors and graph.ranks[n] >= 2]
         return len(entering) <= 1  # never more reshapes than before
+
+
+def _node_readers(name: str, graph: _Graph, consumers: dict[str, list[int]]) -> list[int]:
+    """The nodes that read ``name``; none where the graph also returns it or a subgraph reads it
+    (then what makes it stays as it is)."""
+    if name in graph.outputs or name in graph.in_subgraphs:
+        return []
+    return consumers.get(name, [])
 
 
 def _upsampled_nodes(graph: _Graph) -> set[int]:
@@ -558,18 +545,13 @@ def _scales_length(node: Node, weight: Tensor) -> int | None:
     """The stride of a ConvTranspose whose output is exactly stride x its input, else None."""
     if any(node.attribute(name) is not None for name in ("auto_pad", "output_shape")):
         return None
-    stride = _first_int(node, "strides", 1)
-    if _first_int(node, "dilations", 1) != 1:
+    stride = node.first_int("strides", 1)
+    if node.first_int("dilations", 1) != 1:
         return None
     pads = node.attribute("pads")
     padding = sum(pads.ints) if pads is not None else 0
-    extra = _first_int(node, "output_padding", 0)
+    extra = node.first_int("output_padding", 0)
     return stride if weight.dims[2] + extra - padding == stride else None
-
-
-def _first_int(node: Node, name: str, default: int) -> int:
-    attribute = node.attribute(name)
-    return attribute.ints[0] if attribute is not None and attribute.ints else default
 
 
 def _reach(graph: _Graph, entry: int, nodes: set[int]) -> dict[str, tuple[int, int]] | None:
@@ -584,7 +566,7 @@ def _reach(graph: _Graph, entry: int, nodes: set[int]) -> dict[str, tuple[int, i
         samples, rate = max(known)
         if node.op_type == "Conv":
             weight = graph.initializers[node.inputs[1]]
-            span = (weight.dims[2] - 1) * _first_int(node, "dilations", 1)
+            span = (weight.dims[2] - 1) * node.first_int("dilations", 1)
             pads = node.attribute("pads")
             left = pads.ints[0] if pads is not None and pads.ints else 0
             samples += max(left, span - left)
@@ -607,169 +589,120 @@ _SPATIAL_ATTRIBUTES = {  # how a 1-D convolution attribute reads in 2-D with a u
 }
 
 
-class _Emitter:
-    """Writes the GraphProto: lifted nodes with their Unsqueeze/Squeeze, everything else as is."""
+class _Lifter:
+    """Tells the edit each lifted node at rank 4, after the Unsqueezes its inputs need and
+    before its Squeeze; the narrow tail's halves; the identities that keep a region blocked."""
 
-    def __init__(self, graph: _Graph, plan: _Plan, opset: int) -> None:
+    def __init__(self, edit: GraphEdit, graph: _Graph, plan: _Plan, opset: int) -> None:
+        self.edit = edit
         self.graph = graph
         self.plan = plan
         self.axes_as_input = opset >= _SQUEEZE_AXES_AS_INPUT
-        self.consumers = graph.consumers()
-        self.renamed = {name: self._fresh(f"{name}/4d") for name in sorted(plan.lifted_tensors)}
+        self.renamed = {name: edit.fresh(f"{name}/4d") for name in sorted(plan.lifted_tensors)}
         self.unsqueezed: dict[tuple[str, int], str] = {}
-        self.axes_tensors: dict[int, str] = {}
-        self.identity_weights: dict[int, str] = {}  # by channel count
-        self.int_constants: dict[int, str] = {}  # one-element int64 tensors, by value
         self.widened_pads: dict[str, str] = {}  # a Pad's pads at rank 4, by the pads' name
-        self.pads_order: str | None = None  # where _pads_at_rank_4 takes each pad from
-        self.pending: list[bytes] = []  # nodes of the halves' arithmetic, not yet written
         self.halves: _Halves | None = None
         self.declared: dict[str, _Extent] = {
             self.renamed[name]: extent
             for name, extent in plan.extents.items()
             if name in self.renamed and extent.channels
         }
-        self.counter = 0
 
-    def encode(self) -> Chunks:
-        out = Chunks()
-        for position, item in enumerate(self.graph.items):
-            for part in self._rewrite(position, item):
-                out.add(part)
-        for axis, name in sorted(self.axes_tensors.items()):
-            out.add(wire.int64_tensor(name, [axis]))
-        for value, name in sorted(self.int_constants.items()):
-            out.add(wire.int64_tensor(name, [value]))
-        if self.pads_order is not None:  # [n0, c0, 0, t0, n1, c1, 0, t1] of pads + [0]
-            out.add(wire.int64_tensor(self.pads_order, [0, 1, 6, 2, 3, 4, 6, 5]))
-        for channels, name in sorted(self.identity_weights.items()):
-            out.add(wire.float_tensor(name, [channels, 1, 1, 1], [1.0] * channels))
+    def write(self) -> None:
+        for position in sorted(self.plan.lifted):
+            nodes = self.edit.nodes()
+            self._lifted_node(position, self.graph.nodes[position], nodes)
+            self.edit.replace(position, nodes)
+        for name in self.plan.retyped_weights:
+            self.edit.retype(name, _with_unit_axis(self.graph.initializers[name].dims))
+        for name in self.plan.lifted_tensors:  # onnxruntime infers the new shapes
+            self.edit.forget_shape(name)
         for name, extent in sorted(self.declared.items()):
-            out.add(wire.float_value_info(name, extent.dims()))
-        return out
+            self.edit.declare(name, extent.dims())
 
-    def _rewrite(self, position: int, item: wire.Field) -> Iterator[bytes | memoryview]:
-        if position in self.plan.lifted:
-            yield from self._lifted_node(position, self.graph.nodes[position])
-        elif item.number == wire.GRAPH_INITIALIZER:
-            tensor = wire.parse_tensor(item)
-            if tensor.name in self.plan.retyped_weights:
-                yield from wire.retyped_tensor(tensor, _with_unit_axis(tensor.dims)).parts
-            else:
-                yield item.raw
-        elif item.number == wire.GRAPH_VALUE_INFO:
-            name, _ = wire.value_info_rank(item)
-            if name not in self.plan.lifted_tensors:  # onnxruntime infers the new shapes
-                yield item.raw
-        else:
-            yield item.raw
-
-    def _lifted_node(self, position: int, node: Node) -> list[bytes]:
+    def _lifted_node(self, position: int, node: Node, nodes: NewNodes) -> None:
         """The node at rank 4, after the Unsqueezes its inputs need and before its Squeeze."""
-        encoded: list[bytes] = []
-        inputs = [self._input_at_rank_4(node, index, encoded) for index in range(len(node.inputs))]
+        inputs = [self._input_at_rank_4(node, index, nodes) for index in range(len(node.inputs))]
         while inputs and not inputs[-1]:  # an optional input written as "": onnxruntime's
             inputs.pop()  # PadFusion takes it for a padding value it cannot read
         output = node.outputs[0]
         target = self.renamed[output]
         if position in self.plan.blocked_before:
-            inputs[0] = self._identity(inputs[0], self.plan.extents[node.inputs[0]], encoded)
+            inputs[0] = self._identity(inputs[0], self.plan.extents[node.inputs[0]], nodes)
         tail = self.plan.tail
         entering_tail = tail is not None and position == tail.entry
         if position in self.plan.blocked_after or entering_tail:
-            target = self._fresh(f"{output}/unblocked")
-        encoded.append(
-            wire.node_field(
-                node.op_type,
-                inputs,
-                [target],
-                node.name,
-                node.domain,
-                [self._attribute(a) for a in node.attributes],
-                node.other,
-            )
+            target = self.edit.fresh(f"{output}/unblocked")
+        nodes.add(
+            node.op_type,
+            inputs,
+            *(self._attribute(a) for a in node.attributes),
+            outputs=[target],
+            name=node.name,
+            domain=node.domain,
+            other=node.other,
         )
         if entering_tail:
-            target = self._pair_halves(target, encoded)
+            target = self._pair_halves(target, nodes)
             self.declared[target] = self.plan.extents[output]
         if position in self.plan.blocked_after:
-            self._identity(target, self.plan.extents[output], encoded, self.renamed[output])
+            self._identity(target, self.plan.extents[output], nodes, self.renamed[output])
         elif target != self.renamed[output]:  # the pair itself stands for the output
             self.declared.pop(self.renamed[output], None)
             self.renamed[output] = target
         if self._needed_at_rank_3(output):
             lifted = self.renamed[output]
             if tail is not None and output == tail.output:
-                lifted = self._unpair_halves(lifted, encoded)
-            encoded.append(self._squeeze(lifted, output))
-        return encoded
+                lifted = self._unpair_halves(lifted, nodes)
+            self._axes_node("Squeeze", lifted, output, _LIFTED_AXIS, nodes)
 
     # The halves of the narrow tail (_Tail), by arithmetic on the entry's length T in the graph
     # itself, so that any length works: half = ceil(T / 2), first = [0, min(T, half + halo)),
     # second = as long, ending at T. Both are the whole sequence when T is short.
-    def _pair_halves(self, whole: str, encoded: list[bytes]) -> str:
+    def _pair_halves(self, whole: str, nodes: NewNodes) -> str:
         assert self.plan.tail is not None
-        shape = self._op("Shape", whole)
-        n = self._op("Gather", shape, self._const(0), label="n")
-        length = self._op("Gather", shape, self._const(_TIME_AXIS), label="t")
-        rounded_up = self._op("Add", length, self._const(1))
-        half = self._op("Div", rounded_up, self._const(2), label="half")
-        wanted = self._op("Add", half, self._const(self.plan.tail.halo))
-        end = self._op("Min", length, wanted, label="end")
-        start = self._op("Sub", length, end, label="start")
-        first = self._op("Slice", whole, self._const(0), end, self._const(_TIME_AXIS))
-        second = self._op("Slice", whole, start, self._const(_LAST), self._const(_TIME_AXIS))
+        ints = self.edit.ints
+        shape = nodes.add("Shape", [whole])
+        n = nodes.add("Gather", [shape, ints([0])], outputs=[self.edit.new_name("n")])
+        length = nodes.add("Gather", [shape, ints([_TIME_AXIS])], outputs=[self.edit.new_name("t")])
+        rounded_up = nodes.add("Add", [length, ints([1])])
+        half = nodes.add("Div", [rounded_up, ints([2])], outputs=[self.edit.new_name("half")])
+        wanted = nodes.add("Add", [half, ints([self.plan.tail.halo])])
+        end = nodes.add("Min", [length, wanted], outputs=[self.edit.new_name("end")])
+        start = nodes.add("Sub", [length, end], outputs=[self.edit.new_name("start")])
+        first = nodes.add("Slice", [whole, ints([0]), end, ints([_TIME_AXIS])])
+        second = nodes.add("Slice", [whole, start, ints([_LAST]), ints([_TIME_AXIS])])
         self.halves = _Halves(n, half, start)
-        return self._concat([first, second], f"{whole}/pair", 0, encoded)
+        pair = self.edit.fresh(f"{whole}/pair")
+        return nodes.add("Concat", [first, second], wire.int_attribute("axis", 0), outputs=[pair])
 
-    def _unpair_halves(self, pair: str, encoded: list[bytes]) -> str:
+    def _unpair_halves(self, pair: str, nodes: NewNodes) -> str:
         """The kept samples of both halves end to end: [0, half) and [half, T), times rate."""
         assert self.plan.tail is not None and self.halves is not None
-        halves, rate = self.halves, self._const(self.plan.tail.rate)
-        first_end = self._op("Mul", halves.half, rate)
-        skipped = self._op("Sub", halves.half, halves.start)
-        second_start = self._op("Mul", skipped, rate)
-        end, time = self._const(_LAST), self._const(_TIME_AXIS)
-        first = self._op("Slice", pair, self._const(0), halves.n, self._const(0))
-        second = self._op("Slice", pair, halves.n, end, self._const(0))
-        kept_first = self._op("Slice", first, self._const(0), first_end, time)
-        kept_second = self._op("Slice", second, second_start, end, time)
-        return self._concat([kept_first, kept_second], f"{pair}/whole", _TIME_AXIS, encoded)
+        ints, halves = self.edit.ints, self.halves
+        rate = ints([self.plan.tail.rate])
+        first_end = nodes.add("Mul", [halves.half, rate])
+        skipped = nodes.add("Sub", [halves.half, halves.start])
+        second_start = nodes.add("Mul", [skipped, rate])
+        end, time = ints([_LAST]), ints([_TIME_AXIS])
+        first = nodes.add("Slice", [pair, ints([0]), halves.n, ints([0])])
+        second = nodes.add("Slice", [pair, halves.n, end, ints([0])])
+        kept_first = nodes.add("Slice", [first, ints([0]), first_end, time])
+        kept_second = nodes.add("Slice", [second, second_start, end, time])
+        whole = self.edit.fresh(f"{pair}/whole")
+        axis = wire.int_attribute("axis", _TIME_AXIS)
+        return nodes.add("Concat", [kept_first, kept_second], axis, outputs=[whole])
 
-    def _op(self, op_type: str, *inputs: str, label: str = "") -> str:
-        """Queue a node of the halves' arithmetic or cutting; its output's name."""
-        self.counter += 1
-        output = self._fresh(f"yomiage/pairs/{label or op_type.lower()}")
-        name = f"yomiage/{op_type}/{self.counter}"
-        self.pending.append(wire.node_field(op_type, list(inputs), [output], name))
-        return output
-
-    def _concat(self, inputs: list[str], wanted: str, axis: int, encoded: list[bytes]) -> str:
-        """Write the queued nodes, then their Concat; its output's name."""
-        encoded.extend(self.pending)
-        self.pending = []
-        self.counter += 1
-        output = self._fresh(wanted)
-        attributes = [wire.int_attribute("axis", axis)]
-        name = f"yomiage/Concat/{self.counter}"
-        encoded.append(wire.node_field("Concat", inputs, [output], name, "", attributes))
-        return output
-
-    def _const(self, value: int) -> str:
-        if value not in self.int_constants:
-            self.int_constants[value] = self._fresh(f"yomiage/int_{value}")
-        return self.int_constants[value]
-
-    def _input_at_rank_4(self, node: Node, index: int, encoded: list[bytes]) -> str:
+    def _input_at_rank_4(self, node: Node, index: int, nodes: NewNodes) -> str:
         name = node.inputs[index]
         if not name or (node.op_type in CONVOLUTIONS and index == 2):  # absent, or a bias
             return name
         if node.op_type == "Pad" and index > 0:  # the pads, then the scalar padding value
-            return self._pads_at_rank_4(name, encoded) if index == 1 else name
+            return self._pads_at_rank_4(name, nodes) if index == 1 else name
         if node.op_type in CONVOLUTIONS and index == 1:
             if name in self.plan.retyped_weights:
                 return name
-            return self._unsqueeze(name, _LIFTED_AXIS, encoded)  # folded at load time
+            return self._unsqueeze(name, _LIFTED_AXIS, nodes)  # folded at load time
         if name in self.renamed:
             return self.renamed[name]
         # A convolution's data input has the rank of its weight: 3; so has a Pad's before one.
@@ -778,68 +711,49 @@ class _Emitter:
         if rank <= 1:  # scalars and per-time-step vectors broadcast the same way at rank 4
             return name
         # A rank-r operand gains its unit axis just before its last one, as [N, C, T] does.
-        return self._unsqueeze(name, rank - 1, encoded)
+        return self._unsqueeze(name, rank - 1, nodes)
 
-    def _pads_at_rank_4(self, pads: str, encoded: list[bytes]) -> str:
+    def _pads_at_rank_4(self, pads: str, nodes: NewNodes) -> str:
         """Pads of [N, C, T] ([n0, c0, t0, n1, c1, t1]) as those of [N, C, 1, T]: none on the
         unit axis. Computed in the graph from the graph's own pads tensor (an exporter computes
         it from constants; onnxruntime folds both)."""
         if pads not in self.widened_pads:
-            if self.pads_order is None:
-                self.pads_order = self._fresh("yomiage/pads_at_rank_4")
-            with_zero = self._fresh(f"{pads}/with_zero")
-            self.widened_pads[pads] = self._fresh(f"{pads}/4d")
-            self.counter += 1
-            attributes = [wire.int_attribute("axis", 0)]
-            name = f"yomiage/Concat/{self.counter}"
-            encoded.append(
-                wire.node_field("Concat", [pads, self._const(0)], [with_zero], name, "", attributes)
-            )
-            self.counter += 1
-            gather = [with_zero, self.pads_order]
-            name = f"yomiage/Gather/{self.counter}"
-            encoded.append(wire.node_field("Gather", gather, [self.widened_pads[pads]], name))
+            ints = self.edit.ints
+            with_zero = self.edit.fresh(f"{pads}/with_zero")
+            axis = wire.int_attribute("axis", 0)
+            nodes.add("Concat", [pads, ints([0])], axis, outputs=[with_zero])
+            order = ints([0, 1, 6, 2, 3, 4, 6, 5])  # [n0, c0, 0, t0, n1, c1, 0, t1] of pads + [0]
+            widened = self.edit.fresh(f"{pads}/4d")
+            self.widened_pads[pads] = nodes.add("Gather", [with_zero, order], outputs=[widened])
         return self.widened_pads[pads]
 
-    def _identity(
-        self, source: str, extent: _Extent, encoded: list[bytes], target: str = ""
-    ) -> str:
+    def _identity(self, source: str, extent: _Extent, nodes: NewNodes, target: str = "") -> str:
         """``target`` = ``source`` through a 1x1 depthwise convolution with weights 1."""
         channels = extent.channels or 0
-        if channels not in self.identity_weights:
-            self.identity_weights[channels] = self._fresh(f"yomiage/ones_{channels}")
-        target = target or self._fresh(f"{source}/blocked")
+        weight = self.edit.floats([1.0] * channels, [channels, 1, 1, 1], f"ones_{channels}")
+        target = target or self.edit.fresh(f"{source}/blocked")
         self.declared[target] = extent
-        self.counter += 1
-        attributes = [
+        attributes = (
             wire.int_attribute("group", channels),
             wire.ints_attribute("kernel_shape", [1, 1]),
-        ]
-        weight = self.identity_weights[channels]
-        name = f"yomiage/Identity/{self.counter}"
-        encoded.append(wire.node_field("Conv", [source, weight], [target], name, "", attributes))
-        return target
+        )
+        name = self.edit.new_name("Identity")
+        return nodes.add("Conv", [source, weight], *attributes, outputs=[target], name=name)
 
-    def _unsqueeze(self, name: str, axis: int, encoded: list[bytes]) -> str:
+    def _unsqueeze(self, name: str, axis: int, nodes: NewNodes) -> str:
         key = (name, axis)
         if key not in self.unsqueezed:
-            self.unsqueezed[key] = self._fresh(f"{name}/unsqueezed")
-            encoded.append(self._axes_node("Unsqueeze", name, self.unsqueezed[key], axis))
+            self.unsqueezed[key] = self.edit.fresh(f"{name}/unsqueezed")
+            self._axes_node("Unsqueeze", name, self.unsqueezed[key], axis, nodes)
         return self.unsqueezed[key]
 
-    def _squeeze(self, lifted: str, original: str) -> bytes:
-        return self._axes_node("Squeeze", lifted, original, _LIFTED_AXIS)
-
-    def _axes_node(self, op_type: str, source: str, target: str, axis: int) -> bytes:
-        self.counter += 1
-        name = f"yomiage/{op_type}/{self.counter}"
+    def _axes_node(
+        self, op_type: str, source: str, target: str, axis: int, nodes: NewNodes
+    ) -> None:
         if self.axes_as_input:
-            if axis not in self.axes_tensors:
-                self.axes_tensors[axis] = self._fresh(f"yomiage/axes_{axis}")
-            return wire.node_field(op_type, [source, self.axes_tensors[axis]], [target], name)
-        return wire.node_field(
-            op_type, [source], [target], name, attributes=[wire.ints_attribute("axes", [axis])]
-        )
+            nodes.add(op_type, [source, self.edit.ints([axis])], outputs=[target])
+        else:
+            nodes.add(op_type, [source], wire.ints_attribute("axes", [axis]), outputs=[target])
 
     def _attribute(self, attribute: wire.Attribute) -> bytes | memoryview:
         widen = _SPATIAL_ATTRIBUTES.get(attribute.name)
@@ -850,10 +764,7 @@ class _Emitter:
     def _needed_at_rank_3(self, name: str) -> bool:
         if name in self.graph.outputs or name in self.graph.in_subgraphs:
             return True
-        return any(c not in self.plan.lifted for c in self.consumers.get(name, []))
-
-    def _fresh(self, wanted: str) -> str:
-        return wire.fresh_name(self.graph.names, wanted)
+        return any(c not in self.plan.lifted for c in self.edit.consumers.get(name, []))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,74 @@
+"""Every load-time pass, in the order the passes run, one line each.
+
+A line names the pass, the function that rewrites an encoded ModelProto (None: nothing to do
+in it), its version (bump it when the pass changes what it writes: graphs it prepared are then
+made again), the kinds of graph it applies to, and what its result depends on besides the graph
+(handed to the function as keyword arguments of those names, and written into the cache key of
+each graph it applies to, so a graph is prepared again only when something its own passes
+depend on changes). A lever for one family of CPUs says so in its comment. Adding a pass: its
+module in this folder and one line here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ..machine import Dependency, Machine
+from ..wire import Chunks
+from . import bert_position_buckets, vits_attention_band, vits_conv_lift, vits_flow_mask
+
+
+class GraphKind(StrEnum):
+    """What a prepared graph is: each is prepared with its own passes and its own cache key."""
+
+    LANGUAGE_MODEL = "language model"  # BERT
+    SYNTHESIZER = "synthesizer"  # a voice's synthesizer run whole (no clean cut before its decoder)
+    FRONT = "front"  # the synthesizer up to its decoder (decoder_graph.py)
+    DECODER = "decoder"  # the synthesizer's decoder (decoder_graph.py)
+    DURATIONS = "durations"  # a duration graph, or the synthesizer's part that computes them
+
+
+_VOICE = frozenset({GraphKind.SYNTHESIZER, GraphKind.FRONT, GraphKind.DECODER, GraphKind.DURATIONS})
+_ENCODERS = frozenset({GraphKind.SYNTHESIZER, GraphKind.FRONT, GraphKind.DURATIONS})
+_FLOW = frozenset({GraphKind.SYNTHESIZER, GraphKind.FRONT})
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    rewrite: Callable[..., Chunks | None]
+    version: int
+    kinds: frozenset[GraphKind]
+    depends_on: tuple[Dependency, ...] = ()
+
+    def run(self, model: memoryview, machine: Machine) -> Chunks | None:
+        """The rewritten model, or None where the pass leaves it as it is."""
+        return self.rewrite(model, **{d.value: machine.value(d) for d in self.depends_on})
+
+    def key(self, machine: Machine) -> str:
+        """What a graph this pass prepared depends on through it."""
+        depends = (f" {d.value} {machine.value(d)}" for d in self.depends_on)
+        return f"{self.name} {self.version}{''.join(depends)}"
+
+
+PASSES: tuple[Pass, ...] = (
+    # First: it tells the flow by the exporter's node names, which later passes' nodes lack.
+    Pass("flow mask", vits_flow_mask.leave_out_flow_mask, 2, _FLOW),
+    Pass("attention band", vits_attention_band.band_relative_attention, 2, _ENCODERS),
+    # Every CPU; its blocked-layout parts (identities, halved tail, frame-rate lift) only where
+    # onnxruntime has NCHWc kernels (x86's wheels; not the aarch64 wheel a Raspberry Pi runs).
+    Pass("conv lift", vits_conv_lift.lift_for_cpu, 8, _VOICE, (Dependency.BLOCK,)),
+    Pass(
+        "position buckets",
+        bert_position_buckets.slice_relative_positions,
+        1,
+        frozenset({GraphKind.LANGUAGE_MODEL}),
+    ),
+)
+
+
+def passes_for(kind: GraphKind) -> tuple[Pass, ...]:
+    """The passes a graph of ``kind`` is prepared with, in order."""
+    return tuple(step for step in PASSES if kind in step.kinds)

@@ -14,8 +14,7 @@ from numpy.typing import NDArray
 
 from custom_components.yomiage.engine.onnx import wire
 
-FLOAT = 1
-_NP_TYPES = {np.dtype(np.float32): FLOAT, np.dtype(np.int64): wire.TENSOR_INT64}
+_NP_TYPES = {np.dtype(np.float32): wire.TENSOR_FLOAT, np.dtype(np.int64): wire.TENSOR_INT64}
 
 
 def tensor(name: str, array: NDArray[np.generic], *, external: str | None = None) -> bytes:
@@ -32,30 +31,9 @@ def tensor(name: str, array: NDArray[np.generic], *, external: str | None = None
     return body
 
 
-def value_info(name: str, shape: Sequence[int | str], elem_type: int = FLOAT) -> bytes:
-    dims = b"".join(
-        wire.bytes_field(
-            wire.SHAPE_DIM,
-            wire.varint_field(1, d) if isinstance(d, int) else wire.text_field(2, d),
-        )
-        for d in shape
-    )
-    tensor_type = wire.varint_field(1, elem_type) + wire.bytes_field(wire.TENSOR_TYPE_SHAPE, dims)
-    type_proto = wire.bytes_field(wire.TYPE_TENSOR, tensor_type)
-    return wire.text_field(wire.VALUE_INFO_NAME, name) + wire.bytes_field(
-        wire.VALUE_INFO_TYPE, type_proto
-    )
-
-
 def float_attribute(name: str, value: float) -> bytes:
     body = wire.text_field(wire.ATTR_NAME, name) + wire.float_field(2, value)
     body += wire.varint_field(wire.ATTR_TYPE, 1)
-    return wire.bytes_field(wire.NODE_ATTRIBUTE, body)
-
-
-def int_attribute(name: str, value: int) -> bytes:
-    body = wire.text_field(wire.ATTR_NAME, name) + wire.varint_field(wire.ATTR_I, value)
-    body += wire.varint_field(wire.ATTR_TYPE, 2)
     return wire.bytes_field(wire.NODE_ATTRIBUTE, body)
 
 
@@ -77,12 +55,16 @@ class ModelBuilder:
         )
         return name
 
-    def input(self, name: str, shape: Sequence[int | str], elem_type: int = FLOAT) -> str:
-        self.inputs.append(wire.bytes_field(wire.GRAPH_INPUT, value_info(name, shape, elem_type)))
+    def input(
+        self, name: str, shape: Sequence[int | str], elem_type: int = wire.TENSOR_FLOAT
+    ) -> str:
+        info = wire.value_info(name, elem_type, shape)
+        self.inputs.append(wire.bytes_field(wire.GRAPH_INPUT, info))
         return name
 
     def output(self, name: str, shape: Sequence[int | str]) -> None:
-        self.outputs.append(wire.bytes_field(wire.GRAPH_OUTPUT, value_info(name, shape)))
+        info = wire.value_info(name, wire.TENSOR_FLOAT, shape)
+        self.outputs.append(wire.bytes_field(wire.GRAPH_OUTPUT, info))
 
     def encode(self) -> bytes:
         graph = b"".join(self.nodes) + wire.text_field(2, "test")

@@ -17,7 +17,7 @@ from custom_components.yomiage.engine.onnx.passes.registry import GraphKind
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 
 from ...voice_files import DIALECTS, SBV2_SPEAKER, SPEAKER_DIR
-from .onnx_build import ModelBuilder, conv_attributes, float_attribute, int_attribute
+from .onnx_build import ModelBuilder, conv_attributes, float_attribute
 
 CHANNELS = 16
 # Style-Bert-VITS2's converter names three of the synthesizer's inputs its own way.
@@ -55,7 +55,7 @@ def residual_model(opset: int = 17, weight_also_output: bool = False) -> bytes:
     w2 = b.weight("w2", weight(CHANNELS // 2, CHANNELS, 3))
     post = b.node("Conv", [m, w2], "post", *conv_attributes(3))
     b.node("Tanh", [post], "y")
-    keepdims = int_attribute("keepdims", 1)
+    keepdims = wire.int_attribute("keepdims", 1)
     b.node("ReduceMean", [s], "mean", wire.ints_attribute("axes", [1]), keepdims)
     b.output("y", [1, CHANNELS // 2, "T2"])
     b.output("mean", [1, 1, "T2"])

@@ -15,7 +15,7 @@ from custom_components.yomiage.engine.onnx.passes.bert_position_buckets import (
     slice_relative_positions,
 )
 
-from ..onnx_build import ModelBuilder, int_attribute
+from ..onnx_build import ModelBuilder
 from ..sample_graphs import run
 
 HEADS, SPAN, SIZE, LAYERS = 2, 8, 4, 2  # buckets: 2 x SPAN
@@ -40,7 +40,7 @@ def attention_terms(
     unsqueezed = b.node("Unsqueeze", [indices, b.weight("axis0", np.array([0], np.int64))], "u")
     size = b.node("Shape", [distance], "size")
     heads = b.weight("heads", np.array([HEADS], np.int64))
-    shape = b.node("Concat", [heads, size], "shape", int_attribute("axis", 0))
+    shape = b.node("Concat", [heads, size], "shape", wire.int_attribute("axis", 0))
     picked = b.node("Expand", [unsqueezed, shape], "picked")
     reps = b.weight("reps", np.array(repeats, np.int64))
     for layer in range(LAYERS):
@@ -50,7 +50,7 @@ def attention_terms(
         perm = wire.ints_attribute("perm", [0, 2, 1])
         turned = b.node("Transpose", [tiled], f"turned{layer}", perm)
         scores = b.node("MatMul", [query, turned], f"scores{layer}")
-        b.node("GatherElements", [scores, picked], f"y{layer}", int_attribute("axis", -1))
+        b.node("GatherElements", [scores, picked], f"y{layer}", wire.int_attribute("axis", -1))
         b.output(f"y{layer}", [HEADS, "L", "L"])
     if indices_also_output:
         b.output("indices", ["L", "L"])

@@ -20,7 +20,7 @@ from custom_components.yomiage.engine.onnx.passes.registry import GraphKind
 from custom_components.yomiage.engine.onnx.passes.vits_conv_lift import lift_convolutions
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 
-from ..onnx_build import ModelBuilder, conv_attributes, float_attribute, int_attribute
+from ..onnx_build import ModelBuilder, conv_attributes, float_attribute
 from ..sample_graphs import (
     CHANNELS,
     IDENTITY,
@@ -250,7 +250,7 @@ def padded_feed_forward(pad_also_read: bool = False) -> bytes:
     masked = b.node("Mul", [x, mask], "masked")
     begin = b.weight("begin", np.array([0, 0, 2], dtype=np.int64))
     end = b.weight("end", np.array([0, 0, 2], dtype=np.int64))
-    pads = b.node("Concat", [begin, end], "pads", int_attribute("axis", 0))
+    pads = b.node("Concat", [begin, end], "pads", wire.int_attribute("axis", 0))
     padded = b.node("Pad", [masked, pads, ""], "padded")
     weight = b.weight("w", (rng.standard_normal((CHANNELS, CHANNELS, 5)) * 0.2).astype(np.float32))
     b.node("Conv", [padded, weight], "y", *conv_attributes(5, pad=0))

@@ -16,7 +16,7 @@ from custom_components.yomiage.engine.onnx.passes.vits_flow_mask import (
     leave_out_flow_mask,
 )
 
-from ..onnx_build import ModelBuilder, conv_attributes, float_attribute, int_attribute
+from ..onnx_build import ModelBuilder, conv_attributes, float_attribute
 from ..sample_graphs import (
     CHANNELS,
     FRONTS,
@@ -65,7 +65,7 @@ def masked_flow(weights: bool = False) -> bytes:
     )
     for op_type, inputs, output, name, attributes in (
         kept,
-        ("Cast", ["kept"], "mask", "/Cast", [int_attribute("to", 1)]),
+        ("Cast", ["kept"], "mask", "/Cast", [wire.int_attribute("to", 1)]),
         ("Mul", [x, "mask"], "h", "/flow/Mul", []),
         ("Conv", ["h", w], "c", "/flow/conv/Conv", conv_attributes(3)),
         ("LeakyRelu", ["c"], "a", "/flow/LeakyRelu", [float_attribute("alpha", 0.1)]),

@@ -119,13 +119,7 @@ def _official_voices() -> FakeRepo:
     first = sorted(
         {path.split("/")[2] for path in repo.files if path.startswith("onnx/speakers/")}
     )[0]
-    prefix = f"onnx/speakers/{first}/"
-    return FakeRepo(
-        {
-            path.replace(prefix, f"onnx/speakers/{README_SPEAKER}/"): data
-            for path, data in repo.files.items()
-        }
-    )
+    return repo.with_speakers({first: README_SPEAKER})
 
 
 @pytest.fixture

@@ -68,6 +68,17 @@ class FakeRepo:
         }
         return cls(files=files, token=token)
 
+    def with_speakers(self, names: dict[str, str]) -> FakeRepo:
+        """The same files with speaker folders renamed: ``{"tiny-a": "jvnv-F1-jp"}``."""
+
+        def renamed(path: str) -> str:
+            parts = path.split("/")
+            if parts[:2] == ["onnx", "speakers"] and len(parts) > 3:
+                parts[2] = names.get(parts[2], parts[2])
+            return "/".join(parts)
+
+        return FakeRepo({renamed(path): data for path, data in self.files.items()}, self.token)
+
     @property
     def commit(self) -> str:
         listing = "".join(

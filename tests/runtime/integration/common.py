@@ -2,22 +2,29 @@
 
 import asyncio
 from collections.abc import AsyncGenerator
+from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
 import pytest
+from homeassistant import config_entries
 from homeassistant.components import tts
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
+from homeassistant.data_entry_flow import FlowResultType
+from homeassistant.helpers.service_info.zeroconf import ZeroconfServiceInfo
 from pytest_homeassistant_custom_component.common import async_mock_service
 
+from custom_components.yomiage.const import CONF_SPEAKERS, DOMAIN
 from custom_components.yomiage.engine.synthesis.engine import Engine
+from custom_components.yomiage.engine.wyoming_contract import ZEROCONF_TYPE
 from custom_components.yomiage.local_backend import LocalBackend
 
 SPEAKERS = Path("onnx/speakers")  # speaker folders inside a bundle
 # A private repository of the fake Hub (conftest.py's hub), and the token it needs.
 PRIVATE = "someone/private-voices"
 TOKEN = "hf_test_token"
+LOOPBACK = "127.0.0.1"  # where the tests' Yomiage servers listen
 
 
 def engine_of(entry: ConfigEntry) -> Engine:
@@ -60,6 +67,42 @@ async def speak_on_player(
         blocking=True,
     )
     return str(calls[-1].data["media_content_id"])
+
+
+async def flow_menu(hass: HomeAssistant, choice: str) -> config_entries.ConfigFlowResult:
+    """Add integration → Yomiage → ``choice`` (a source of the first menu)."""
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_USER}
+    )
+    return await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"next_step_id": choice}
+    )
+
+
+async def download_speakers(
+    hass: HomeAssistant, flow_id: str, chosen: list[str]
+) -> config_entries.ConfigFlowResult:
+    """Submit the speakers, wait for the download task, return the step after it."""
+    result = await hass.config_entries.flow.async_configure(flow_id, {CONF_SPEAKERS: chosen})
+    assert result["type"] is FlowResultType.SHOW_PROGRESS, result
+    assert result["progress_action"] == "download"
+    await hass.async_block_till_done()
+    return await hass.config_entries.flow.async_configure(flow_id)
+
+
+def zeroconf_discovery(
+    name: str, host: str, port: int, properties: dict[str, str | None]
+) -> ZeroconfServiceInfo:
+    """What Home Assistant's zeroconf hands a flow for a Wyoming service ``name`` at ``host``."""
+    return ZeroconfServiceInfo(
+        ip_address=ip_address(host),
+        ip_addresses=[ip_address(host)],
+        port=port,
+        hostname=f"{name}.local.",
+        type=ZEROCONF_TYPE,
+        name=f"{name}.{ZEROCONF_TYPE}",
+        properties=properties,
+    )
 
 
 class HandFedMessage:

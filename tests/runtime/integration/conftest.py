@@ -5,7 +5,11 @@ Bundles are copied into a temporary config folder, because entries may only poin
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,12 +24,16 @@ from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 # Imported before the `hass` fixture runs: the plugin mounts its own `custom_components` package,
 # which would otherwise hide ours.
 import custom_components.yomiage  # noqa: F401
+from custom_components.yomiage import const
 from custom_components.yomiage.const import CONF_PATH, CONF_SOURCE, DOMAIN, SOURCE_LOCAL
 from custom_components.yomiage.engine.hub.download import DEFAULT_REPO
 
 from ..fakehub import FakeHub, FakeRepo
-from .common import PRIVATE, SPEAKERS, TOKEN, engine_of
+from .common import LOOPBACK, PRIVATE, SPEAKERS, TOKEN, engine_of
 from .satellite import Satellite, add_satellite
+
+SERVER_START_S = 60.0
+_LISTENING = re.compile(r"serving \d+ voices on tcp://127\.0\.0\.1:(\d+)")
 
 
 @pytest.fixture(autouse=True)
@@ -121,3 +129,43 @@ def hub(
         # Small reads, so that a cut connection leaves a partial file as with real 500 MB files.
         monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 16 * 1024)
         yield hub
+
+
+@pytest.fixture
+def models_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Downloads go to a temporary models folder, not into the source tree."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    monkeypatch.setattr(const, "MODELS_DIR", folder)
+    return folder
+
+
+# -- a Yomiage server, as the add-on runs it -------------------------------------------------------
+@pytest.fixture(scope="module")
+def server_port(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """A Yomiage Wyoming server on a free loopback port (noise off: equal requests, equal audio)."""
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    command = [
+        *(sys.executable, "-m", "yomiage.wyoming_server"),
+        *("--uri", f"tcp://{LOOPBACK}:0", "--bundle", str(tiny_bundle)),
+        *("--device", "cpu", "--threads", "1", "--noise", "0", "--noise-w", "0"),
+    ]
+    with log.open("w") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        yield _wait_for_port(process, log)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _wait_for_port(process: subprocess.Popen[bytes], log: Path) -> int:
+    """The port the server says it listens on (it logs that once it accepts clients)."""
+    deadline = time.monotonic() + SERVER_START_S
+    while time.monotonic() < deadline:
+        if match := _LISTENING.search(log.read_text()):
+            return int(match.group(1))
+        if process.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise AssertionError(f"the server did not start:\n{log.read_text()}")

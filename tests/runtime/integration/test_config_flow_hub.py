@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from homeassistant import config_entries
 from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 
-from custom_components.yomiage import config_flow, const
+from custom_components.yomiage import config_flow
 from custom_components.yomiage.const import (
     CONF_PATH,
     CONF_REPO_ID,
@@ -34,16 +33,7 @@ from custom_components.yomiage.diagnostics import async_get_config_entry_diagnos
 from custom_components.yomiage.engine.hub.download import DEFAULT_REPO, Progress, fetch_bundle
 
 from ..fakehub import FakeHub, FakeRepo
-from .common import PRIVATE, SPEAKERS, TOKEN, engine_of, shown
-
-
-@pytest.fixture
-def models_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Downloads go to a temporary models folder, not into the source tree."""
-    folder = tmp_path / "models"
-    folder.mkdir()
-    monkeypatch.setattr(const, "MODELS_DIR", folder)
-    return folder
+from .common import PRIVATE, SPEAKERS, TOKEN, download_speakers, engine_of, flow_menu, shown
 
 
 @pytest.fixture
@@ -51,35 +41,15 @@ def speakers(tiny_bundle: Path) -> list[str]:
     return sorted(p.name for p in (tiny_bundle / SPEAKERS).iterdir() if p.is_dir())
 
 
-async def _menu(hass: HomeAssistant, choice: str) -> config_entries.ConfigFlowResult:
-    result = await hass.config_entries.flow.async_init(
-        DOMAIN, context={"source": config_entries.SOURCE_USER}
-    )
-    return await hass.config_entries.flow.async_configure(
-        result["flow_id"], {"next_step_id": choice}
-    )
-
-
-async def _download(
-    hass: HomeAssistant, flow_id: str, chosen: list[str]
-) -> config_entries.ConfigFlowResult:
-    """Submit the speakers, wait for the download task, return the step after it."""
-    result = await hass.config_entries.flow.async_configure(flow_id, {CONF_SPEAKERS: chosen})
-    assert result["type"] is FlowResultType.SHOW_PROGRESS, result
-    assert result["progress_action"] == "download"
-    await hass.async_block_till_done()
-    return await hass.config_entries.flow.async_configure(flow_id)
-
-
 async def test_official_voices_download_the_chosen_speaker(
     hass: HomeAssistant, hub: FakeHub, models_dir: Path, speakers: list[str], tiny_bundle: Path
 ) -> None:
-    result = await _menu(hass, SOURCE_OFFICIAL)
+    result = await flow_menu(hass, SOURCE_OFFICIAL)
     assert result["type"] is FlowResultType.FORM and result["step_id"] == "speakers"
     offered = [o["value"] for o in result["data_schema"].schema[CONF_SPEAKERS].config["options"]]
     assert offered == speakers
 
-    result = await _download(hass, result["flow_id"], [speakers[-1]])
+    result = await download_speakers(hass, result["flow_id"], [speakers[-1]])
     assert result["type"] is FlowResultType.CREATE_ENTRY, result
     folder = models_dir / DEFAULT_REPO.replace("/", "--")
     assert result["title"] == speakers[-1], "the official voices are named by their speakers"
@@ -109,12 +79,12 @@ async def test_official_voices_download_the_chosen_speaker(
 async def test_same_repo_twice_aborts(
     hass: HomeAssistant, hub: FakeHub, models_dir: Path, speakers: list[str]
 ) -> None:
-    first = await _menu(hass, SOURCE_OFFICIAL)
-    assert (await _download(hass, first["flow_id"], speakers[:1]))["type"] is (
+    first = await flow_menu(hass, SOURCE_OFFICIAL)
+    assert (await download_speakers(hass, first["flow_id"], speakers[:1]))["type"] is (
         FlowResultType.CREATE_ENTRY
     )
     await hass.async_block_till_done()
-    second = await _menu(hass, SOURCE_OFFICIAL)
+    second = await flow_menu(hass, SOURCE_OFFICIAL)
     result = await hass.config_entries.flow.async_configure(
         second["flow_id"], {CONF_SPEAKERS: speakers[1:]}
     )
@@ -123,7 +93,7 @@ async def test_same_repo_twice_aborts(
 
 
 async def test_no_speaker_chosen(hass: HomeAssistant, hub: FakeHub, models_dir: Path) -> None:
-    result = await _menu(hass, SOURCE_OFFICIAL)
+    result = await flow_menu(hass, SOURCE_OFFICIAL)
     result = await hass.config_entries.flow.async_configure(result["flow_id"], {CONF_SPEAKERS: []})
     assert result["errors"] == {"base": "no_speaker_chosen"}
 
@@ -131,7 +101,7 @@ async def test_no_speaker_chosen(hass: HomeAssistant, hub: FakeHub, models_dir: 
 async def test_private_repository_needs_its_token(
     hass: HomeAssistant, hub: FakeHub, models_dir: Path, speakers: list[str]
 ) -> None:
-    result = await _menu(hass, SOURCE_HUGGINGFACE)
+    result = await flow_menu(hass, SOURCE_HUGGINGFACE)
     assert result["step_id"] == SOURCE_HUGGINGFACE
     flow_id = result["flow_id"]
 
@@ -145,7 +115,7 @@ async def test_private_repository_needs_its_token(
         flow_id, {CONF_REPO_ID: f" {PRIVATE} ", CONF_TOKEN: TOKEN}
     )
     assert result["step_id"] == "speakers"
-    result = await _download(hass, flow_id, speakers)
+    result = await download_speakers(hass, flow_id, speakers)
     assert result["type"] is FlowResultType.CREATE_ENTRY, result
     assert result["title"] == PRIVATE
     assert result["data"][CONF_TOKEN] == TOKEN
@@ -170,7 +140,7 @@ async def test_repository_errors_are_shown_in_the_form(
 ) -> None:
     """The form names the repository (and revision) in the user's language; the Hub's own
     words go to the log."""
-    result = await _menu(hass, SOURCE_HUGGINGFACE)
+    result = await flow_menu(hass, SOURCE_HUGGINGFACE)
     result = await hass.config_entries.flow.async_configure(result["flow_id"], user_input)
     assert result["type"] is FlowResultType.FORM
     assert result["errors"] == {"base": error}
@@ -187,7 +157,7 @@ async def test_repository_without_the_bundle_layout(
     hub.repos["someone/not-voices"] = FakeRepo(
         {path: data for path, data in files.items() if not path.startswith("onnx/bert/")}
     )
-    result = await _menu(hass, SOURCE_HUGGINGFACE)
+    result = await flow_menu(hass, SOURCE_HUGGINGFACE)
     result = await hass.config_entries.flow.async_configure(
         result["flow_id"], {CONF_REPO_ID: "someone/not-voices"}
     )
@@ -203,15 +173,15 @@ async def test_interrupted_download_continues_on_the_next_try(
 ) -> None:
     graph = f"{SPEAKERS.as_posix()}/{speakers[0]}/synthesizer.onnx"
     hub.cut_next(DEFAULT_REPO, graph, after_bytes=40_000)
-    result = await _menu(hass, SOURCE_OFFICIAL)
+    result = await flow_menu(hass, SOURCE_OFFICIAL)
     flow_id = result["flow_id"]
 
-    result = await _download(hass, flow_id, speakers[:1])
+    result = await download_speakers(hass, flow_id, speakers[:1])
     assert result["type"] is FlowResultType.FORM and result["step_id"] == "speakers"
     assert result["errors"] == {"base": "download_interrupted"}
     assert graph in caplog.text, "the file that broke off is in the log"
 
-    result = await _download(hass, flow_id, speakers[:1])
+    result = await download_speakers(hass, flow_id, speakers[:1])
     assert result["type"] is FlowResultType.CREATE_ENTRY, result
     retry = hub.file_gets(graph)[-1]
     assert retry.range is not None and retry.range != "bytes=0-", "resumed, not restarted"
@@ -246,7 +216,7 @@ async def test_closing_the_flow_stops_its_download(
             ended.set()
 
     monkeypatch.setattr(config_flow, "fetch_bundle", held_fetch)
-    result = await _menu(hass, SOURCE_OFFICIAL)
+    result = await flow_menu(hass, SOURCE_OFFICIAL)
     result = await hass.config_entries.flow.async_configure(
         result["flow_id"], {CONF_SPEAKERS: speakers[:1]}
     )
@@ -259,8 +229,8 @@ async def test_closing_the_flow_stops_its_download(
     assert stopped, "the download stopped midway"
     assert len(hub.file_gets()) == fetched, "no file was asked for after the flow was closed"
 
-    result = await _menu(hass, SOURCE_OFFICIAL)
-    result = await _download(hass, result["flow_id"], speakers[:1])
+    result = await flow_menu(hass, SOURCE_OFFICIAL)
+    result = await download_speakers(hass, result["flow_id"], speakers[:1])
     assert result["type"] is FlowResultType.CREATE_ENTRY, result
     await hass.async_block_till_done()
 
@@ -271,7 +241,7 @@ async def test_official_voices_offline_say_why_and_try_again_on_submit(
     """No network: the flow says so in the user's language and stays open; once the Hub
     answers again, submitting goes on to the speakers."""
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
-    result = await _menu(hass, SOURCE_OFFICIAL)
+    result = await flow_menu(hass, SOURCE_OFFICIAL)
     assert (result["type"], result["step_id"]) == (FlowResultType.FORM, SOURCE_OFFICIAL)
     assert result["errors"] == {"base": "download_offline"}
     text = await shown(hass, "ja", "config.error.download_offline", None)
@@ -285,8 +255,8 @@ async def test_official_voices_offline_say_why_and_try_again_on_submit(
 async def test_incomplete_download_is_fetched_again_at_setup(
     hass: HomeAssistant, hub: FakeHub, models_dir: Path, speakers: list[str]
 ) -> None:
-    result = await _menu(hass, SOURCE_OFFICIAL)
-    result = await _download(hass, result["flow_id"], speakers[:1])
+    result = await flow_menu(hass, SOURCE_OFFICIAL)
+    result = await download_speakers(hass, result["flow_id"], speakers[:1])
     await hass.async_block_till_done()
     entry = result["result"]
     graph = Path(entry.data[CONF_PATH]) / SPEAKERS / speakers[0] / "synthesizer.onnx"
@@ -311,11 +281,11 @@ async def test_downloaded_bundle_is_checked_before_the_entry_exists(
     files = dict(FakeRepo.from_folder(tiny_bundle).files)
     files[graph] = b"not an onnx graph" * 100
     hub.repos["someone/broken-voices"] = FakeRepo(files)
-    result = await _menu(hass, SOURCE_HUGGINGFACE)
+    result = await flow_menu(hass, SOURCE_HUGGINGFACE)
     flow_id = result["flow_id"]
     await hass.config_entries.flow.async_configure(flow_id, {CONF_REPO_ID: "someone/broken-voices"})
 
-    result = await _download(hass, flow_id, speakers[:1])
+    result = await download_speakers(hass, flow_id, speakers[:1])
     assert result["type"] is FlowResultType.FORM and result["step_id"] == "speakers"
     assert result["errors"] == {"base": "broken_graph"}
     assert result["description_placeholders"]["file"] == graph

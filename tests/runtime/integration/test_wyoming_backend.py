@@ -12,16 +12,11 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import re
 import socket
-import subprocess
-import sys
-import time
 import wave
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from fnmatch import fnmatch
-from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +28,6 @@ from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.exceptions import HomeAssistantError
-from homeassistant.helpers.service_info.zeroconf import ZeroconfServiceInfo
 from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import MockConfigEntry, async_mock_service
 from pytest_homeassistant_custom_component.components.diagnostics import (
@@ -63,46 +57,13 @@ from custom_components.yomiage.tts import YomiageTTSEntity
 from yomiage.discovery import service_info
 
 from ..wav import read_wav
-from .common import HandFedMessage, shown, speak_on_player
+from .common import LOOPBACK, HandFedMessage, shown, speak_on_player, zeroconf_discovery
 from .no_engine import Installs, block_native_modules, fake_installs, past_install
 
-HOST = "127.0.0.1"
+HOST = LOOPBACK
 SAMPLE_RATE = 44100
 WAV_HEADER = 44
 THREE_SENTENCES = "今日はいい天気ですね。散歩に行きましょう！公園まで歩けますか？"
-STARTUP_TIMEOUT_S = 60.0
-_LISTENING = re.compile(r"serving \d+ voices on tcp://127\.0\.0\.1:(\d+)")
-
-
-# -- the server, as the add-on runs it -------------------------------------------------------------
-@pytest.fixture(scope="module")
-def server_port(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    """A Yomiage Wyoming server on a free loopback port (noise off: equal requests, equal audio)."""
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    command = [
-        *(sys.executable, "-m", "yomiage.wyoming_server"),
-        *("--uri", f"tcp://{HOST}:0", "--bundle", str(tiny_bundle)),
-        *("--device", "cpu", "--threads", "1", "--noise", "0", "--noise-w", "0"),
-    ]
-    with log.open("w") as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
-    try:
-        yield _wait_for_port(process, log)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def _wait_for_port(process: subprocess.Popen[bytes], log: Path) -> int:
-    """The port the server says it listens on (it logs that once it accepts clients)."""
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if match := _LISTENING.search(log.read_text()):
-            return int(match.group(1))
-        if process.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise AssertionError(f"the server did not start:\n{log.read_text()}")
 
 
 @pytest.fixture(autouse=True)
@@ -612,25 +573,12 @@ async def test_diagnostics_of_a_server_entry(
 
 
 # -- a server found on the network (yomiage serve --zeroconf) -------------------------------------
-def _discovered(name: str, port: int, properties: dict[str, str | None]) -> ZeroconfServiceInfo:
-    """What Home Assistant's zeroconf hands a flow for a Wyoming service ``name`` on this host."""
-    return ZeroconfServiceInfo(
-        ip_address=ip_address(HOST),
-        ip_addresses=[ip_address(HOST)],
-        port=port,
-        hostname="kitchen-pc.local.",
-        type=ZEROCONF_TYPE,
-        name=f"{name}.{ZEROCONF_TYPE}",
-        properties=properties,
-    )
-
-
 async def test_a_server_announced_on_the_network_is_set_up_without_an_address(
     hass: HomeAssistant, installs: Installs, server_port: int
 ) -> None:
     announced = service_info("kitchen-pc", HOST, server_port)  # what `serve --zeroconf` sends
     assert (announced.type, announced.port) == (ZEROCONF_TYPE, server_port)
-    discovery = _discovered("kitchen-pc", server_port, announced.decoded_properties)
+    discovery = zeroconf_discovery("kitchen-pc", HOST, server_port, announced.decoded_properties)
     assert await async_setup_component(hass, "http", {})
     result = await hass.config_entries.flow.async_init(
         DOMAIN, context={"source": config_entries.SOURCE_ZEROCONF}, data=discovery
@@ -678,6 +626,6 @@ async def test_our_manifest_matches_what_the_server_announces_and_not_other_serv
     result = await hass.config_entries.flow.async_init(
         DOMAIN,
         context={"source": config_entries.SOURCE_ZEROCONF},
-        data=_discovered("piper", 10200, {}),
+        data=zeroconf_discovery("piper", HOST, 10200, {}),
     )
     assert (result["type"], result["reason"]) == (FlowResultType.ABORT, "not_yomiage_server")

@@ -19,20 +19,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
-import json
 import re
-import socket
-import struct
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from .http_server import ClosingHTTPServer
+from .http_server import ClosingHTTPServer, FileHandler
 
 # What a voices repo's .gitattributes sends to LFS (those get X-Linked-* headers and an sha256).
 LFS_SUFFIXES = (".onnx", ".npy", ".bin", ".safetensors")
@@ -40,7 +35,6 @@ _API = re.compile(
     r"^/api/models/(?P<repo>[^/]+/[^/]+)(/(?P<kind>revision|tree)/(?P<rev>[^/]+)(?P<path>/.*)?)?$"
 )
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)$")
-_RANGE = re.compile(r"^bytes=(\d+)-$")
 
 
 @functools.lru_cache(maxsize=64)  # bytes cache their own hash: a hit costs nothing
@@ -202,17 +196,8 @@ def _handler_for(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-class _HubHandler(BaseHTTPRequestHandler):
+class _HubHandler(FileHandler):
     hub: FakeHub
-    protocol_version = "HTTP/1.1"
-
-    def setup(self) -> None:
-        super().setup()
-        # Headers and body go out in separate writes: without this, Nagle + delayed ACK add 40 ms.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet test output
-        pass
 
     def do_GET(self) -> None:
         self._dispatch(head=False)
@@ -239,13 +224,13 @@ class _HubHandler(BaseHTTPRequestHandler):
             return
         if match["kind"] != "tree":
             siblings = [{"rfilename": path} for path in sorted(repo.files)]
-            self._json({"id": match["repo"], "sha": repo.commit, "siblings": siblings})
+            self.send_json({"id": match["repo"], "sha": repo.commit, "siblings": siblings})
             return
         entries = repo.tree((match["path"] or "").strip("/"), recursive)
         if entries is None:
             self._error(404, "EntryNotFound")
         else:
-            self._json(entries)
+            self.send_json(entries)
 
     # --- files -------------------------------------------------------------------------------
     def _resolve(self, match: re.Match[str], head: bool) -> None:
@@ -261,7 +246,7 @@ class _HubHandler(BaseHTTPRequestHandler):
         data = repo.files[path]
         if (repo_id, path) in self.hub.faults.corrupt:
             data = bytes([data[0] ^ 0xFF]) + data[1:]
-        start = self._range_start()
+        start = self.range_start()
         self._send_file_headers(repo, path, len(data), start, head)
         if head:
             self._log("file", path, 0, head)
@@ -272,7 +257,7 @@ class _HubHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
         self.wfile.flush()
         if cut is not None:
-            self._reset_connection()
+            self.reset_connection()
 
     def _send_file_headers(
         self, repo: FakeRepo, path: str, size: int, start: int, head: bool
@@ -290,19 +275,6 @@ class _HubHandler(BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
         self.send_header("Content-Length", str(size - start))
         self.end_headers()
-
-    def _range_start(self) -> int:
-        header = self.headers.get("Range")
-        match = _RANGE.match(header or "")
-        return int(match[1]) if match else 0
-
-    def _reset_connection(self) -> None:
-        """Let the client read what was sent, then drop the link with a TCP reset (no clean end)."""
-        time.sleep(0.2)
-        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.connection.close()
-        self.close_connection = True
-        self.wfile = io.BytesIO()  # the server still flushes and closes it
 
     # --- helpers -----------------------------------------------------------------------------
     def _repo(self, repo_id: str) -> FakeRepo | None:
@@ -325,23 +297,8 @@ class _HubHandler(BaseHTTPRequestHandler):
         method = "HEAD" if head else "GET"
         self.hub.requests.append(Request(kind, method, path, self.headers.get("Range"), body_bytes))
 
-    def _json(self, payload: Any) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
     def _error(self, status: int, code: str, commit: str | None = None) -> None:
-        body = json.dumps({"error": code or "not found"}).encode()
-        self.send_response(status)
-        if code:
-            self.send_header("X-Error-Code", code)
+        headers = {"X-Error-Code": code} if code else {}
         if commit:
-            self.send_header("X-Repo-Commit", commit)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+            headers["X-Repo-Commit"] = commit
+        self.send_json({"error": code or "not found"}, status, headers)

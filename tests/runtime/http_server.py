@@ -1,14 +1,22 @@
-"""The test doubles' HTTP server (the fake Hub, the Supervisor double): a test must not leave
-threads behind, so stopping it waits for every request's thread."""
+"""The test doubles' HTTP server (the fake Hub, the fake AivisHub, the Supervisor double): a test
+must not leave threads behind, so stopping it waits for every request's thread. ``FileHandler``:
+what the file servers share (JSON answers, Range requests, a connection cut mid-file)."""
 
 from __future__ import annotations
 
 import contextlib
+import io
+import json
+import re
 import socket
+import struct
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+_RANGE = re.compile(r"^bytes=(\d+)-$")
 
 
 class ClosingHTTPServer(ThreadingHTTPServer):
@@ -43,3 +51,43 @@ class ClosingHTTPServer(ThreadingHTTPServer):
             for connection in self.open:
                 with contextlib.suppress(OSError):
                     connection.shutdown(socket.SHUT_RDWR)
+
+
+class FileHandler(BaseHTTPRequestHandler):
+    """A quiet HTTP/1.1 handler for servers that send files and JSON."""
+
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in separate writes: without this, Nagle + delayed ACK add 40 ms.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+        pass
+
+    def send_json(
+        self, payload: Any, status: int = 200, headers: dict[str, str] | None = None
+    ) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def range_start(self) -> int:
+        """Where a ``Range: bytes=N-`` request starts (0 without one)."""
+        match = _RANGE.match(self.headers.get("Range") or "")
+        return int(match[1]) if match else 0
+
+    def reset_connection(self) -> None:
+        """Let the client read what was sent, then drop the link with a TCP reset (no clean end)."""
+        time.sleep(0.2)
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
+        self.wfile = io.BytesIO()  # the server still flushes and closes it

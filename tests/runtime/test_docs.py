@@ -80,6 +80,8 @@ FOREIGN = {
     "schemas/aivm_manifest.py",
     "style_bert_vits2_tts_engine.py",
     "aivm_infos_repository.py",
+    "aivm_manager.py",
+    "voicevox_engine/utility/aivishub_client.py",
     # hayakoe's exporter (docs/VOICES.md)
     "dev-tools/cli/export/exporter.py",
     # onnxruntime's NCHWc convolution (snchwc.cpp) and Linux's /proc/<pid>/status

@@ -7,9 +7,10 @@ code (onnx/wire.py): a memory map of the file, only its model-level fields parse
 never read, so a 250 MB voice costs its metadata, not a second load. (aivmlib, the reference
 reader, would decode the whole model with the onnx package.)
 
-Each speaker of the manifest becomes a voice: its name, its styles under their manifest names
-(``ノーマル`` for the neutral one, as AivisSpeech lists them), the row of each style's vector and
-the speaker's id in the model from the manifest's local ids.
+Each speaker of the manifest that speaks Japanese becomes a voice (AivisSpeech leaves the others
+out too): its name, its styles under their manifest names (``ノーマル`` for the neutral one, as
+AivisSpeech lists them), the row of each style's vector and the speaker's id in the model from the
+manifest's local ids.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ SUFFIX = ".aivmx"
 MANIFEST_KEY = "aivm_manifest"
 HYPER_PARAMETERS_KEY = "aivm_hyper_parameters"
 STYLE_VECTORS_KEY = "aivm_style_vectors"
+# supported_languages (lower-cased) that make a speaker a voice here, as AivisSpeech reads them.
+JAPANESE = frozenset({"ja", "ja-jp"})
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class AivmVoice:
 @dataclass(frozen=True)
 class AivmxFile:
     path: Path
+    model_uuid: str  # the model's id on AivisHub (lower case)
+    model_version: str  # its manifest version (SemVer)
     hyper_parameters: dict[str, Any]  # SBV2's config.json
     style_vectors: bytes  # a .npy file's bytes
     voices: list[AivmVoice]
@@ -67,12 +72,25 @@ def read_aivmx(path: Path) -> AivmxFile:
     except (binascii.Error, ValueError) as err:
         raise BundleError(str(path), f"{STYLE_VECTORS_KEY} is not base64 ({err})") from err
     try:
-        voices = [_voice(manifest, speaker) for speaker in manifest["speakers"]]
+        speakers = manifest["speakers"]
+        voices = [_voice(manifest, speaker) for speaker in speakers if _japanese(speaker)]
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise BundleError(str(path), f"{MANIFEST_KEY} has no valid speakers ({err!r})") from err
     if not voices:
-        raise BundleError(str(path), f"{MANIFEST_KEY} lists no speakers")
-    return AivmxFile(path, hyper_parameters, style_vectors, voices)
+        what = "no speakers" if not speakers else "no speaker that speaks Japanese"
+        raise BundleError(str(path), f"{MANIFEST_KEY} lists {what}")
+    uuid = str(manifest.get("uuid") or "").lower()
+    version = str(manifest.get("version") or "")
+    return AivmxFile(path, uuid, version, hyper_parameters, style_vectors, voices)
+
+
+def _japanese(speaker: dict[str, Any]) -> bool:
+    """Whether the speaker speaks Japanese ("ja", "ja-JP"); a manifest that does not say is
+    taken at its word that it is a Japanese voice."""
+    languages = speaker.get("supported_languages")
+    if languages is None:
+        return True
+    return bool(JAPANESE & {str(language).lower() for language in languages})
 
 
 def _json(path: Path, metadata: dict[str, str], key: str) -> dict[str, Any]:

@@ -39,16 +39,14 @@ The integration (config flow) and the ``yomiage fetch`` / ``yomiage speakers`` c
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import shutil
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import FetchError, Reason
+from .errors import FetchError, Reason, megabytes
 from .layout import (
     BERT_PREFIX,
     SPEAKERS_PREFIX,
@@ -160,7 +158,7 @@ def fetch_bundle(
     offer = list_offer(repo_id, revision=revision, token=token, endpoint=endpoint)
     chosen = offer.choose(speakers)
     store = ModelDir(Path(model_dir).expanduser())
-    with _storage_errors(store.root), _held(store):
+    with store.held():
         _Fetch(offer, store, _client(repo_id, token, endpoint), progress).run(chosen)
     return store.root
 
@@ -233,7 +231,8 @@ class _Fetch:
         if needed > free:
             raise FetchError(
                 "disk_full",
-                f"{self.store.root}: the download needs {_mb(needed)} more, only {_mb(free)} free",
+                f"{self.store.root}: the download needs {megabytes(needed)} more, "
+                f"only {megabytes(free)} free",
             )
 
     def _transfer(self, file: RemoteFile) -> None:
@@ -338,29 +337,3 @@ def _client(repo_id: str, token: str | None, endpoint: str | None) -> HubClient:
     from .client import HubClient  # huggingface_hub's API: ~1 s to import, online work only
 
     return HubClient(repo_id, token, endpoint)
-
-
-@contextmanager
-def _storage_errors(root: Path) -> Iterator[None]:
-    try:
-        yield
-    except FetchError:
-        raise
-    except BlockingIOError as err:
-        raise FetchError("busy", f"{root}: another download into this folder is running") from err
-    except OSError as err:
-        if err.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise FetchError("disk_full", f"{root}: disk full while downloading") from err
-        where = err.filename or root
-        raise FetchError("storage", f"{where}: cannot write ({err.strerror or err})") from err
-
-
-@contextmanager
-def _held(store: ModelDir) -> Iterator[None]:
-    store.root.mkdir(parents=True, exist_ok=True)
-    with store.locked():
-        yield
-
-
-def _mb(size: int) -> str:
-    return f"{size / 1e6:.1f} MB"

@@ -1,4 +1,5 @@
-"""The one error a voice download raises, with a ``reason`` the integration translates."""
+"""The one error a voice download raises (the Hugging Face Hub's, AivisHub's), with a ``reason``
+the integration translates."""
 
 from __future__ import annotations
 
@@ -19,6 +20,13 @@ Reason = Literal[
     "disk_full",
     "storage",  # the model folder cannot be written
     "busy",  # another download into the same folder is running
+    # AivisHub (aivishub.py)
+    "not_a_model",  # the text is neither a model page's URL nor a UUID
+    "unknown_model",  # no such published model (404)
+    "private_model",  # private or withdrawn (403)
+    "hub_down",  # AivisHub answers with a server error (5xx)
+    "unsupported_model",  # not Style-Bert-VITS2 (JP-Extra), or no AIVMX file
+    "no_japanese",  # none of the model's speakers speaks Japanese
 ]
 
 
@@ -29,3 +37,8 @@ class FetchError(DownloadError):
         super().__init__(message)
         self.reason: Reason = reason
         self.translation_key = f"download_{reason}"
+
+
+def megabytes(size: int) -> str:
+    """A size in a message."""
+    return f"{size / 1e6:.1f} MB"

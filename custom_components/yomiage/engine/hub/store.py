@@ -15,6 +15,7 @@ so the engine never sees half a speaker. No network here.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import FetchError
 from .layout import Part, RemoteFile
 
 if sys.platform != "win32":
@@ -150,6 +152,15 @@ class ModelDir:
             _place(self.root / file.path, blob)
 
     @contextmanager
+    def held(self) -> Iterator[None]:
+        """The folder made and held for one download; its storage failures as ``FetchError``
+        (another download holding it: busy)."""
+        with storage_errors(self.root):
+            self.root.mkdir(parents=True, exist_ok=True)
+            with self.locked():
+                yield
+
+    @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the directory for one download; raises ``BlockingIOError`` if another holds it."""
         self.blobs.mkdir(parents=True, exist_ok=True)
@@ -207,3 +218,23 @@ def _swap_in(folder: Path, target: Path, trash: Path) -> None:
         target.rename(trash)
     folder.rename(target)
     shutil.rmtree(trash, ignore_errors=True)
+
+
+@contextmanager
+def storage_errors(root: Path) -> Iterator[None]:
+    """Failures to write into ``root`` as ``FetchError``s; others pass."""
+    try:
+        yield
+    except FetchError:
+        raise
+    except BlockingIOError as err:
+        raise FetchError("busy", f"{root}: another download into this folder is running") from err
+    except OSError as err:
+        raise storage_error(err, root) from err
+
+
+def storage_error(err: OSError, root: Path) -> FetchError:
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return FetchError("disk_full", f"{root}: disk full while downloading")
+    where = err.filename or root
+    return FetchError("storage", f"{where}: cannot write ({err.strerror or err})")

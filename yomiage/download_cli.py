@@ -1,5 +1,9 @@
-"""``yomiage fetch`` and ``yomiage speakers``: voices from the Hub on the command line.
+"""``yomiage fetch`` and ``yomiage speakers``: voices from the Hugging Face Hub or AivisHub on the
+command line.
 
+A source is a Hub repo id (``owner/name``), or an AivisHub model's page URL or UUID: its AIVMX file
+goes into the folder, and the official voices' language model (BERT) into a folder beside it once,
+where the engine finds it (a folder of voices takes the language model of a bundle beside it).
 ``cli.py`` wires them in with ``add_subcommands(commands)``; each command's handler is stored as
 ``handler`` (returns the exit status) and raises ``FetchError`` (a ``YomiageError``) on failure.
 """
@@ -12,14 +16,19 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from yomiage_engine.bundle import find_language_model
+from yomiage_engine.hub.aivishub import AivisModel, fetch_model, model_detail, model_uuid
 from yomiage_engine.hub.download import DEFAULT_REPO, Progress, fetch_bundle, list_offer
+from yomiage_engine.hub.errors import FetchError, megabytes
 
 _REDRAW_S = 0.1  # a terminal progress line is redrawn at most this often
 
 
 def add_subcommands(commands: Any) -> None:
     """Add ``fetch`` and ``speakers`` to an ``argparse`` sub-parsers object."""
-    fetch = commands.add_parser("fetch", help="download voices from the Hugging Face Hub")
+    fetch = commands.add_parser(
+        "fetch", help="download voices from the Hugging Face Hub or a model of AivisHub"
+    )
     _add_repo_arguments(fetch)
     fetch.add_argument(
         "--speaker",
@@ -27,19 +36,26 @@ def add_subcommands(commands: Any) -> None:
         action="extend",
         nargs="+",
         metavar="NAME",
-        help="speakers to fetch (repeatable; default: all the repo offers)",
+        help="speakers to fetch (repeatable; default: all the repo offers; Hub repos only)",
     )
-    fetch.add_argument("--to", dest="model_dir", type=Path, required=True, help="bundle folder")
+    fetch.add_argument(
+        "--to", dest="model_dir", type=Path, required=True, help="bundle folder, or voices folder"
+    )
     fetch.set_defaults(handler=fetch_command)
 
-    speakers = commands.add_parser("speakers", help="list the speakers a Hub repo offers")
+    speakers = commands.add_parser(
+        "speakers", help="list the speakers a Hub repo or an AivisHub model offers"
+    )
     _add_repo_arguments(speakers)
     speakers.set_defaults(handler=speakers_command)
 
 
 def _add_repo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "repo", nargs="?", default=DEFAULT_REPO, help=f"Hub repo id (default {DEFAULT_REPO})"
+        "repo",
+        nargs="?",
+        default=DEFAULT_REPO,
+        help=f"Hub repo id (default {DEFAULT_REPO}), or an AivisHub model's page URL or UUID",
     )
     parser.add_argument("--revision", default=None, help="branch, tag or commit (default main)")
     parser.add_argument(
@@ -48,6 +64,9 @@ def _add_repo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def fetch_command(args: argparse.Namespace) -> int:
+    uuid = _aivishub_model(args)
+    if uuid is not None:
+        return _fetch_aivishub(uuid, args.model_dir)
     bar = ProgressBar(sys.stderr)
     root = fetch_bundle(
         args.model_dir,
@@ -63,12 +82,52 @@ def fetch_command(args: argparse.Namespace) -> int:
 
 
 def speakers_command(args: argparse.Namespace) -> int:
+    uuid = _aivishub_model(args)
+    if uuid is not None:
+        _describe(model_detail(uuid))
+        return 0
     offer = list_offer(args.repo, revision=args.revision, token=args.token)
     print(f"{offer.repo_id} @ {offer.revision} ({offer.commit[:12]})")
-    print(f"  BERT + tokenizer      {_mb(offer.download_size([])):>10}")
+    print(f"  BERT + tokenizer      {megabytes(offer.download_size([])):>10}")
     for name in offer.speakers:
-        print(f"  {name:<20}  {_mb(offer.speaker_size(name)):>10}")
+        print(f"  {name:<20}  {megabytes(offer.speaker_size(name)):>10}")
     return 0
+
+
+def _aivishub_model(args: argparse.Namespace) -> str | None:
+    """The AivisHub model the source names; None for a Hub repo id (owner/name)."""
+    if "/" in args.repo and "aivm-models/" not in args.repo:
+        return None
+    hub_only = [flag for flag in ("speakers", "revision", "token") if getattr(args, flag, None)]
+    if hub_only:
+        raise FetchError(
+            "not_a_model", f"--{hub_only[0].rstrip('s')} is for Hugging Face repos, not AivisHub"
+        )
+    return model_uuid(args.repo)
+
+
+def _fetch_aivishub(uuid: str, folder: Path) -> int:
+    model = model_detail(uuid)
+    _describe(model)
+    bar = ProgressBar(sys.stderr)
+    path = fetch_model(folder, model, progress=bar.update)
+    bar.close()
+    beside = folder.expanduser().resolve().parent
+    if find_language_model(sorted(p for p in beside.iterdir() if p.is_dir())) is None:
+        print(f"the language model (BERT) from {DEFAULT_REPO}, once for every voice beside it:")
+        bar = ProgressBar(sys.stderr)
+        fetch_bundle(beside / DEFAULT_REPO.replace("/", "--"), speakers=[], progress=bar.update)
+        bar.close()
+    print(f"voice ready: {path}")
+    return 0
+
+
+def _describe(model: AivisModel) -> None:
+    print(f"{model.name} by {model.author} ({model.page})")
+    print(f"  version {model.file.version}, {megabytes(model.file.size)}")
+    print(f"  licence: {model.file.license_type}")
+    for speaker in model.speakers:
+        print(f"  {speaker.name}: {', '.join(speaker.styles)}")
 
 
 class ProgressBar:
@@ -111,10 +170,6 @@ class ProgressBar:
         rate = (progress.done_bytes - (self.first_done or 0)) / elapsed if elapsed > 0 else 0.0
         name = Path(progress.path).name if progress.path else ""
         return (
-            f"[{bar}] {progress.fraction:6.1%} {_mb(progress.done_bytes)} / "
-            f"{_mb(progress.total_bytes)}  {rate / 1e6:5.1f} MB/s  {name}"
+            f"[{bar}] {progress.fraction:6.1%} {megabytes(progress.done_bytes)} / "
+            f"{megabytes(progress.total_bytes)}  {rate / 1e6:5.1f} MB/s  {name}"
         )
-
-
-def _mb(size: int) -> str:
-    return f"{size / 1e6:.1f} MB"

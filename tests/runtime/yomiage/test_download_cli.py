@@ -7,20 +7,25 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from yomiage_engine.hub.download import Progress, local_bundle
+from yomiage_engine.bundle import has_language_model
+from yomiage_engine.hub.aivishub import API_VARIABLE, installed_models
+from yomiage_engine.hub.download import DEFAULT_REPO, Progress, local_bundle
 
 from yomiage.cli import main
 from yomiage.download_cli import ProgressBar
 
 from ..engine.hub.test_download import REPO, hub_settings, voices_files
+from ..fakeaivishub import FakeAivisHub, FakeModel
 from ..fakehub import FakeHub, FakeRepo
+from ..voice_files import AIVMX
 
 __all__ = ["hub_settings"]  # the autouse fixture, shared with the API tests
 
 
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
-    with FakeHub({REPO: FakeRepo(voices_files())}) as hub:
+    repos = {REPO: FakeRepo(voices_files()), DEFAULT_REPO: FakeRepo(voices_files())}
+    with FakeHub(repos) as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)  # read at call time, not at import
         yield hub
 
@@ -80,3 +85,63 @@ def test_the_bar_prints_a_line_per_tenth_when_not_on_a_terminal() -> None:
     assert len(lines) == 11  # 0 %, 10 %, ... 100 %
     assert "100.0%" in lines[-1]
     assert lines[0].startswith("[" + "." * 30 + "]")
+
+
+# -- AivisHub ----------------------------------------------------------------------------------
+@pytest.fixture
+def aivishub(monkeypatch: pytest.MonkeyPatch, hub: FakeHub) -> Iterator[FakeAivisHub]:
+    """The fake AivisHub with tiny-a's AIVMX, beside the fake Hugging Face Hub for BERT."""
+    with FakeAivisHub([FakeModel([AIVMX.read_bytes()])]) as fake:
+        monkeypatch.setenv(API_VARIABLE, fake.api)
+        yield fake
+
+
+def test_fetch_an_aivishub_model_by_its_page_with_the_language_model_beside(
+    aivishub: FakeAivisHub, hub: FakeHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uuid = next(iter(aivishub.models))
+    page = f"https://hub.aivis-project.com/aivm-models/{uuid}"
+    assert run("fetch", page, "--to", str(tmp_path / "voices")) == 0
+    assert installed_models(tmp_path / "voices") == {uuid: "1.0.0"}
+    language_model = tmp_path / DEFAULT_REPO.replace("/", "--")
+    assert has_language_model(language_model)
+    assert not (language_model / "onnx" / "speakers").exists()  # BERT only, no official voice
+    out = capsys.readouterr().out
+    assert out.splitlines()[:3] == [
+        f"tiny-a by Yomiage tests ({page})",
+        f"  version 1.0.0, {AIVMX.stat().st_size / 1e6:.1f} MB",
+        "  licence: ACML 1.0",
+    ]
+    assert f"voice ready: {tmp_path / 'voices' / uuid}.aivmx" in out
+    # A second voice beside it takes the same language model: nothing fetched from the Hub.
+    hub.requests.clear()
+    assert run("fetch", uuid, "--to", str(tmp_path / "more")) == 0
+    assert hub.requests == []
+
+
+def test_speakers_describes_an_aivishub_model(
+    aivishub: FakeAivisHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("speakers", next(iter(aivishub.models))) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "  tiny-a: ノーマル, Happy, Sad"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (("tiny",), "yomiage: 'tiny' is neither an AivisHub model page"),
+        (("--speaker", "x"), "yomiage: --speaker is for Hugging Face repos, not AivisHub"),
+    ],
+)
+def test_what_is_no_aivishub_model_is_said_in_one_line(
+    aivishub: FakeAivisHub,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    arguments: tuple[str, ...],
+    said: str,
+) -> None:
+    source = arguments[0] if arguments[0] != "--speaker" else next(iter(aivishub.models))
+    extra = arguments[1:] if arguments[0] != "--speaker" else arguments
+    assert run("fetch", source, *extra, "--to", str(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(said) and err.count("\n") == 1

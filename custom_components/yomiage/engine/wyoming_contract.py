@@ -10,6 +10,15 @@ pause_scale, pitch, intonation, volume, lead_silence, normalize, smooth_start) o
 settings for that request. Other clients send none and get the server's settings. A stream whose
 text comes in one chunk, then ``synthesize-stop`` at once, is spoken as a whole message (a smooth
 start where the server's box is slower than real time), as Home Assistant sends whole messages.
+
+AivisHub voices on a server (``yomiage serve --aivishub``, the add-on's ``aivishub_models``): each
+voice of an AIVMX file names its model in its attribution's url (the model's AivisHub page,
+``hub/aivishub.py``'s ``PAGE_ROOT`` + uuid) and gives its version. A client asks the server for a
+model's newest version with ``AIVISHUB_UPDATE`` ``{"model": uuid}``; the server answers
+``AIVISHUB_PROGRESS`` ``{"model", "fraction"}`` while it downloads, then ``AIVISHUB_UPDATED``
+``{"model", "version"}`` once the new file speaks, or ``error`` whose code is the download
+failure's translation key (``download_<reason>``). A server older than this protocol gives no
+version and no page: its voices get no updates.
 """
 
 from __future__ import annotations
@@ -31,3 +40,6 @@ SYNTHESIZE_CHUNK = "synthesize-chunk"
 SYNTHESIZE_STOP = "synthesize-stop"
 SYNTHESIZE_STOPPED = "synthesize-stopped"
 YOMIAGE_OPTIONS = "yomiage_options"
+AIVISHUB_UPDATE = "yomiage-aivishub-update"
+AIVISHUB_PROGRESS = "yomiage-aivishub-progress"
+AIVISHUB_UPDATED = "yomiage-aivishub-updated"

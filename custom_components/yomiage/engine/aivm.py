@@ -40,7 +40,8 @@ class AivmVoice:
     name: str
     speaker_id: int
     styles: dict[str, int]  # style name -> row of the style vectors
-    model_name: str  # the file's manifest: what AivisHub shows for the model
+    model_uuid: str  # the file's manifest: the model's id on AivisHub (lower case)
+    model_name: str  # what AivisHub shows for the model
     description: str
     license: str
     creators: tuple[str, ...]
@@ -79,9 +80,8 @@ def read_aivmx(path: Path) -> AivmxFile:
     if not voices:
         what = "no speakers" if not speakers else "no speaker that speaks Japanese"
         raise BundleError(str(path), f"{MANIFEST_KEY} lists {what}")
-    uuid = str(manifest.get("uuid") or "").lower()
-    version = str(manifest.get("version") or "")
-    return AivmxFile(path, uuid, version, hyper_parameters, style_vectors, voices)
+    first = voices[0]
+    return AivmxFile(path, first.model_uuid, first.version, hyper_parameters, style_vectors, voices)
 
 
 def _japanese(speaker: dict[str, Any]) -> bool:
@@ -114,6 +114,7 @@ def _voice(manifest: dict[str, Any], speaker: dict[str, Any]) -> AivmVoice:
         name=str(speaker["name"]).replace("/", "／"),
         speaker_id=int(speaker["local_id"]),
         styles=styles,
+        model_uuid=str(manifest.get("uuid") or "").lower(),
         model_name=str(manifest.get("name", "")),
         description=str(manifest.get("description") or ""),
         license=str(manifest.get("license") or ""),

@@ -16,10 +16,18 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from yomiage_engine import InvalidOptionError
+from yomiage_engine.aivm import SUFFIX
 from yomiage_engine.bundle import find_language_model
-from yomiage_engine.hub.aivishub import AivisModel, fetch_model, model_detail, model_uuid
+from yomiage_engine.hub.aivishub import (
+    AivisModel,
+    fetch_model,
+    installed_models,
+    model_detail,
+    model_uuid,
+)
 from yomiage_engine.hub.download import DEFAULT_REPO, Progress, fetch_bundle, list_offer
-from yomiage_engine.hub.errors import FetchError, megabytes
+from yomiage_engine.hub.errors import megabytes
 
 _REDRAW_S = 0.1  # a terminal progress line is redrawn at most this often
 
@@ -40,6 +48,12 @@ def add_subcommands(commands: Any) -> None:
     )
     fetch.add_argument(
         "--to", dest="model_dir", type=Path, required=True, help="bundle folder, or voices folder"
+    )
+    fetch.add_argument(
+        "--keep-installed",
+        action="store_true",
+        help="an AivisHub model already in the folder is kept as it is, without asking AivisHub "
+        "(a start that needs no network; updates come when asked for)",
     )
     fetch.set_defaults(handler=fetch_command)
 
@@ -66,6 +80,9 @@ def _add_repo_arguments(parser: argparse.ArgumentParser) -> None:
 def fetch_command(args: argparse.Namespace) -> int:
     uuid = _aivishub_model(args)
     if uuid is not None:
+        if args.keep_installed and uuid in installed_models(args.model_dir):
+            print(f"voice ready: {args.model_dir / uuid}{SUFFIX} (kept as installed)")
+            return 0
         return _fetch_aivishub(uuid, args.model_dir)
     bar = ProgressBar(sys.stderr)
     root = fetch_bundle(
@@ -95,14 +112,17 @@ def speakers_command(args: argparse.Namespace) -> int:
 
 
 def _aivishub_model(args: argparse.Namespace) -> str | None:
-    """The AivisHub model the source names; None for a Hub repo id (owner/name)."""
+    """The AivisHub model the source names; None for a Hub repo id (owner/name). A flag of the
+    other kind of source is refused."""
+    keep = getattr(args, "keep_installed", False)
     if "/" in args.repo and "aivm-models/" not in args.repo:
+        if keep:
+            raise InvalidOptionError("--keep-installed is for AivisHub models", "keep_installed")
         return None
     hub_only = [flag for flag in ("speakers", "revision", "token") if getattr(args, flag, None)]
     if hub_only:
-        raise FetchError(
-            "not_a_model", f"--{hub_only[0].rstrip('s')} is for Hugging Face repos, not AivisHub"
-        )
+        flag = hub_only[0].removesuffix("s")
+        raise InvalidOptionError(f"--{flag} is for Hugging Face repos, not AivisHub", flag)
     return model_uuid(args.repo)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
@@ -20,6 +21,8 @@ from wyoming.event import Event
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 from yomiage_engine.audio.wav import PCM_SAMPLE_WIDTH
 from yomiage_engine.wyoming_contract import (
+    AIVISHUB_PROGRESS,
+    AIVISHUB_UPDATED,
     LANGUAGE,
     PROGRAM,
     SYNTHESIZE_STOPPED,
@@ -180,8 +183,23 @@ def _is_japanese(language: str) -> bool:
 
 
 # -- answers -----------------------------------------------------------------------------------
-def info_event(voices: Mapping[str, list[str]], version: str | None) -> Event:
-    """``info``: every speaker/style as a voice, and streaming text input advertised."""
+@dataclass(frozen=True)
+class VoiceOrigin:
+    """Where a speaker's voice comes from, as a client may update it: its AivisHub model."""
+
+    model: str  # the model's name
+    page: str  # the model's AivisHub page (its uuid at the end)
+    version: str
+
+
+def info_event(
+    voices: Mapping[str, list[str]],
+    version: str | None,
+    origins: Mapping[str, VoiceOrigin] | None = None,
+) -> Event:
+    """``info``: every speaker/style as a voice, and streaming text input advertised; a voice of
+    an AivisHub model names the model's page and gives its version (``origins`` by speaker)."""
+    origins = origins or {}
     program = TtsProgram(
         name=PROGRAM,
         description="Yomiage: Japanese text to speech (Style-Bert-VITS2 JP-Extra)",
@@ -192,9 +210,9 @@ def info_event(voices: Mapping[str, list[str]], version: str | None) -> Event:
             TtsVoice(
                 name=f"{speaker}/{style}",
                 description=f"{speaker} ({style})",
-                attribution=_VOICE_ATTRIBUTION,
+                attribution=_voice_attribution(origins.get(speaker)),
                 installed=True,
-                version=None,
+                version=origins[speaker].version if speaker in origins else None,
                 languages=[LANGUAGE],
             )
             for speaker, styles in voices.items()
@@ -205,6 +223,26 @@ def info_event(voices: Mapping[str, list[str]], version: str | None) -> Event:
     # wyoming >= 1.7 reads this flag; older clients skip fields they do not know.
     event.data["tts"][0]["supports_synthesize_streaming"] = True
     return event
+
+
+def _voice_attribution(origin: VoiceOrigin | None) -> Attribution:
+    return _VOICE_ATTRIBUTION if origin is None else Attribution(name=origin.model, url=origin.page)
+
+
+def aivishub_progress(model: str, fraction: float) -> Event:
+    return Event(type=AIVISHUB_PROGRESS, data={"model": model, "fraction": fraction})
+
+
+def aivishub_updated(model: str, version: str) -> Event:
+    return Event(type=AIVISHUB_UPDATED, data={"model": model, "version": version})
+
+
+def requested_model(event: Event) -> str:
+    """The model uuid an ``AIVISHUB_UPDATE`` names."""
+    model = event.data.get("model")
+    if not isinstance(model, str) or not model:
+        raise RequestError(f"{event.type}: 'model' must be a model's uuid", "malformed_event")
+    return model
 
 
 def audio_start(sample_rate: int) -> Event:

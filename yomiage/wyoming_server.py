@@ -11,6 +11,10 @@ yomiage.wyoming_server`` with the same arguments). What a client gets:
   spoken as soon as its text is complete (``audio-start``/``-chunk``/``-stop`` per sentence), then
   ``synthesize-stopped``. A ``synthesize`` inside a stream is the copy clients send for older
   servers and is ignored.
+- ``yomiage-aivishub-update`` {model} (a server started with ``--aivishub``): that AivisHub model's
+  newest version fetched and loaded (``yomiage-aivishub-progress`` while it downloads), then
+  ``yomiage-aivishub-updated`` {model, version}; requests go on with the engine they began with,
+  later ones get the new one (voice_updates.py).
 - Anything wrong → ``error`` {text, code}, and the connection stays usable. A client that stays
   silent for ``error_grace_s`` after an error outside a stream is disconnected: Home Assistant's
   Wyoming client ignores ``error`` events and would otherwise wait for audio forever; the closed
@@ -47,6 +51,7 @@ from yomiage_engine import (
     YomiageError,
 )
 from yomiage_engine.wyoming_contract import (
+    AIVISHUB_UPDATE,
     SYNTHESIZE,
     SYNTHESIZE_CHUNK,
     SYNTHESIZE_START,
@@ -54,9 +59,12 @@ from yomiage_engine.wyoming_contract import (
 )
 
 from .command_flags import add_engine_flags, add_synthesis_flags, engine_from, synthesis_options
+from .voice_updates import AivisHubVoices
 from .wyoming_protocol import (
     MalformedEventError,
     RequestError,
+    aivishub_progress,
+    aivishub_updated,
     audio_chunks,
     audio_start,
     audio_stop,
@@ -64,6 +72,7 @@ from .wyoming_protocol import (
     info_event,
     read_event,
     request_text,
+    requested_model,
     requested_options,
     requested_voice,
     synthesize_stopped,
@@ -96,21 +105,30 @@ class WyomingTtsServer:
         voice: str | None = None,
         options: SynthesisOptions | None = None,
         error_grace_s: float = ERROR_GRACE_S,
+        aivishub: AivisHubVoices | None = None,
     ) -> None:
         """``voice``: for requests that name none (None: the bundle's first); ``options``: the
-        synthesis settings of every request, under what a request's ``yomiage_options`` set."""
+        synthesis settings of every request, under what a request's ``yomiage_options`` set;
+        ``aivishub``: the AivisHub models whose updates clients may ask for."""
         defaults = options or SynthesisOptions()
         if voice is not None:
             defaults = defaults.with_changes(voice=voice)
         if defaults.voice is not None:
             _check_voice(engine, defaults.voice)
-        self.engine = engine
         self.error_grace_s = error_grace_s
+        self.aivishub = aivishub
+        self.updating = asyncio.Lock()  # one model update at a time
         self._defaults = defaults.validated()
-        self.info = info_event(engine.voices, _version())
+        self.use(engine)
         self._listener: asyncio.Server | None = None
         self._socket_path: Path | None = None
         self._connections: set[asyncio.Task[None]] = set()
+
+    def use(self, engine: Engine) -> None:
+        """Serve new requests with ``engine`` (those under way keep the one they began with)."""
+        self.engine = engine
+        origins = self.aivishub.origins(engine) if self.aivishub is not None else None
+        self.info = info_event(engine.voices, _version(), origins)
 
     def options_for(self, event: Event) -> SynthesisOptions:
         """The request's voice and ``yomiage_options`` over the server's settings."""
@@ -240,6 +258,7 @@ class _Connection:
             SYNTHESIZE_START: self._start_stream,
             SYNTHESIZE_CHUNK: self._stream_text,
             SYNTHESIZE_STOP: self._stop_stream,
+            AIVISHUB_UPDATE: self._update_voice,
         }
 
     async def run(self) -> None:
@@ -359,6 +378,39 @@ class _Connection:
         finally:
             await self._blocking(text.close)
 
+    async def _update_voice(self, event: Event) -> None:
+        """An AivisHub model's newest version, loaded beside the engine that goes on speaking;
+        the download's progress sent as it goes."""
+        updates = self._server.aivishub
+        if updates is None:
+            raise RequestError("this server offers no AivisHub voices to update", "unknown_model")
+        model = requested_model(event)
+        loop = asyncio.get_running_loop()
+        done: asyncio.Queue[float] = asyncio.Queue()
+
+        def progress(fraction: float) -> None:  # the worker thread's: hop to the loop
+            loop.call_soon_threadsafe(done.put_nowait, fraction)
+
+        async def relay() -> None:
+            sent = -1.0
+            while True:
+                fraction = await done.get()
+                if fraction >= sent + 0.01 or fraction >= 1.0:
+                    sent = fraction
+                    await self._write(aivishub_progress(model, fraction))
+
+        async with self._server.updating:
+            relaying = asyncio.create_task(relay())
+            try:
+                engine, version = await self._blocking(updates.update, model, progress)
+            finally:
+                relaying.cancel()
+                await asyncio.gather(relaying, return_exceptions=True)
+            if engine is not None:
+                self._server.use(engine)
+                _LOGGER.info("AivisHub model %s updated to %s", model, version)
+        await self._write(aivishub_updated(model, version))
+
     # -- writing -----------------------------------------------------------------------------
     async def _write_audio(self, chunk: AudioChunk) -> None:
         for event in audio_chunks(chunk.pcm.astype("<i2").tobytes(), chunk.sample_rate):
@@ -443,6 +495,14 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_synthesis_flags(parser, "requests that do not set it")
     parser.add_argument(
+        "--aivishub",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="an AivisHub model (its page URL or UUID) in --bundle whose updates clients may "
+        "install; repeat it (fetch each first: yomiage fetch MODEL --to BUNDLE)",
+    )
+    parser.add_argument(
         "--zeroconf",
         nargs="?",
         const="",
@@ -463,12 +523,20 @@ def serve_command(args: argparse.Namespace) -> int:
     scheme, *_ = _parse_uri(args.uri)  # a bad URI fails before minutes of model loading
     if args.zeroconf is not None and scheme != "tcp":
         raise YomiageError("--zeroconf announces a TCP server: give a tcp:// --uri")
+    aivishub = (
+        AivisHubVoices.of(args.bundle, args.aivishub, lambda: engine_from(args))
+        if args.aivishub
+        else None
+    )
     engine = engine_from(args)
     try:
         engine.load_all()  # the first request should not pay for session creation
         voice = None if args.voice == "default" else args.voice
-        server = WyomingTtsServer(engine, voice=voice, options=synthesis_options(args, None))
+        server = WyomingTtsServer(
+            engine, voice=voice, options=synthesis_options(args, None), aivishub=aivishub
+        )
         asyncio.run(_serve_until_signalled(server, args.uri, args.zeroconf))
+        engine = server.engine  # an update may have replaced it
     finally:
         engine.close()
     return 0

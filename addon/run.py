@@ -13,11 +13,13 @@ Two ways in, one server:
 
 Voices: the official Hub repository or another repo id → ``yomiage fetch`` into
 ``/data/voices/<owner>--<name>`` (only new or changed files are downloaded; when the Hub cannot
-be reached, voices already there are used); or a local bundle folder (the add-on: under /share
-or /media). ``run.py healthcheck`` exits 0 when the server answers ``describe`` (the image's
-HEALTHCHECK). Standard library only. YOMIAGE_ADDON_DATA, YOMIAGE_SUPERVISOR_URL and
-YOMIAGE_ANNOUNCE_HOST move the data folder, the Supervisor and the announced host (tests; the
-add-on uses the defaults).
+be reached, voices already there are used); AivisHub models (page URLs or UUIDs) → ``yomiage
+fetch`` of those not there yet into ``/data/voices/aivishub`` (the official language model beside
+it, once), served with ``--aivishub`` so that Home Assistant installs their updates; or a local
+bundle folder (the add-on: under /share or /media). ``run.py healthcheck`` exits 0 when the
+server answers ``describe`` (the image's HEALTHCHECK). Standard library only.
+YOMIAGE_ADDON_DATA, YOMIAGE_SUPERVISOR_URL and YOMIAGE_ANNOUNCE_HOST move the data folder, the
+Supervisor and the announced host (tests; the add-on uses the defaults).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from typing import Any
 _LOGGER = logging.getLogger("yomiage-addon")
 
 OFFICIAL_REPO = "lemondouble/hayakoe"
-SOURCES = ("official", "hub", "local")
+SOURCES = ("official", "hub", "local", "aivishub")
 DEFAULT_PORT = 10200
 # Waits before each new try of a failed announcement (the Supervisor restarting, say); after
 # the last one it is given up.
@@ -66,6 +68,7 @@ class AddonOptions:
     hub_repo: str
     local_folder: str
     speakers: tuple[str, ...]
+    aivishub_models: tuple[str, ...]  # page URLs or UUIDs, with voices: aivishub
     threads: int | None
     volume: float  # dB over the loudness target, for requests that do not set it
     pitch: float  # f0 multiplier, for requests that do not set it
@@ -98,14 +101,16 @@ class AddonOptions:
         volume = _number(raw, "volume", 0.0, -20, 10, "a number of dB")
         pitch = _number(raw, "pitch", 1.0, 0.5, 2, "a multiplier")
         intonation = _number(raw, "intonation", 1.0, 0, 2, "a multiplier")
-        speakers = raw.get("speakers") or []
-        if not isinstance(speakers, list) or not all(isinstance(s, str) for s in speakers):
-            raise AddonError(f"speakers must be a list of speaker names, not {speakers!r}")
+        speakers = _texts(raw, "speakers", "speaker names")
+        models = _texts(raw, "aivishub_models", "AivisHub model pages or UUIDs")
+        if voices == "aivishub" and not models:
+            raise AddonError("voices is 'aivishub': list the models' pages in aivishub_models")
         return cls(
             voices=voices,
             hub_repo=str(raw.get("hub_repo") or "").strip(),
             local_folder=str(raw.get("local_folder") or "").strip(),
-            speakers=tuple(s.strip() for s in speakers if s.strip()),
+            speakers=speakers,
+            aivishub_models=models,
             threads=threads,
             volume=volume,
             pitch=pitch,
@@ -147,6 +152,13 @@ def options_from_arguments(argv: Sequence[str], environ: Mapping[str, str]) -> A
         "--hub-repo", default=env("HUB_REPO"), help="with --voices hub (YOMIAGE_HUB_REPO)"
     )
     parser.add_argument(
+        "--aivishub-model",
+        dest="aivishub_models",
+        action="append",
+        help="with --voices aivishub: a model's AivisHub page or UUID; repeat it "
+        "(YOMIAGE_AIVISHUB_MODELS, comma-separated)",
+    )
+    parser.add_argument(
         "--local-folder",
         default=env("LOCAL_FOLDER"),
         help="with --voices local: a bundle folder (YOMIAGE_LOCAL_FOLDER)",
@@ -177,12 +189,14 @@ def options_from_arguments(argv: Sequence[str], environ: Mapping[str, str]) -> A
         )
     args = parser.parse_args(list(argv))
     speakers = args.speakers or [name for name in env("SPEAKERS").split(",") if name.strip()]
+    models = args.aivishub_models or [m for m in env("AIVISHUB_MODELS").split(",") if m.strip()]
     return AddonOptions.from_dict(
         {
             "voices": args.voices,
             "hub_repo": args.hub_repo,
             "local_folder": args.local_folder,
             "speakers": speakers,
+            "aivishub_models": models,
             "threads": args.threads,
             "volume": args.volume,
             "pitch": args.pitch,
@@ -205,6 +219,7 @@ class VoicesPlan:
     # Whose BERT serves a local folder of voices that has none (.aivmx files): the official
     # voices this add-on downloaded earlier, where they are (else a bundle beside the folder).
     language_model: Path | None = None
+    aivishub_models: tuple[str, ...] = ()  # fetched into ``bundle`` where missing, served
 
 
 def plan_voices(
@@ -220,6 +235,10 @@ def plan_voices(
             data_dir / "prepared-graphs",
             official if official.is_dir() else None,
         )
+    if options.voices == "aivishub":  # the official BERT lands beside it (yomiage fetch)
+        prepared = data_dir / "prepared-graphs"
+        folder = data_dir / "voices" / "aivishub"
+        return VoicesPlan(folder, None, prepared, aivishub_models=options.aivishub_models)
     repo = OFFICIAL_REPO if options.voices == "official" else options.hub_repo
     if not _REPO_ID.match(repo):
         raise AddonError(
@@ -253,6 +272,20 @@ def fetch_command(plan: VoicesPlan, options: AddonOptions) -> list[str]:
     return _yomiage("fetch", plan.repo, *speakers, "--to", str(plan.bundle))
 
 
+def aivishub_fetch_command(plan: VoicesPlan, model: str) -> list[str]:
+    """An AivisHub model into the plan's folder unless it is there: a start needs no network;
+    its updates come from Home Assistant's update entity."""
+    return _yomiage("fetch", model, "--to", str(plan.bundle), "--keep-installed")
+
+
+def _texts(raw: dict[str, Any], name: str, what: str) -> tuple[str, ...]:
+    """An optional list of texts, each stripped, the empty ones left out."""
+    values = raw.get(name) or []
+    if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
+        raise AddonError(f"{name} must be a list of {what}, not {values!r}")
+    return tuple(value.strip() for value in values if value.strip())
+
+
 def _number(
     raw: dict[str, Any], name: str, default: float, low: float, high: float, what: str
 ) -> float:
@@ -273,6 +306,8 @@ def serve_command(plan: VoicesPlan, options: AddonOptions, port: int) -> list[st
         command += ["--language-model", str(plan.language_model)]
     if options.threads is not None:
         command += ["--threads", str(options.threads)]
+    for model in plan.aivishub_models:
+        command += ["--aivishub", model]
     command += ["--volume", f"{options.volume:g}"]
     command += ["--pitch", f"{options.pitch:g}", "--intonation", f"{options.intonation:g}"]
     if not options.normalize:
@@ -308,6 +343,12 @@ class Child:
 
 def ensure_voices(plan: VoicesPlan, options: AddonOptions, child: Child) -> None:
     """Fetch (or update) the voices; with the Hub out of reach, go on with what is on disk."""
+    for model in plan.aivishub_models:
+        _LOGGER.info("voices: AivisHub model %s", model)
+        if child.run(aivishub_fetch_command(plan, model)).wait() != 0 and not child.stopping:
+            raise AddonError(f"could not download AivisHub model {model} (see the log above)")
+        if child.stopping:
+            return
     if plan.repo is None:
         return
     _LOGGER.info("voices: %s (checking the Hugging Face Hub for new files)", plan.repo)

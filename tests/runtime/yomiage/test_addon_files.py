@@ -135,7 +135,8 @@ def test_default_options_satisfy_the_schema(config: dict[str, Any]) -> None:
         else:
             assert _optional(spec), f"required option {name} has no default"
     voices = OPTION_TYPE.match(schema["voices"])
-    assert voices is not None and voices["choices"].split("|") == ["official", "hub", "local"]
+    assert voices is not None
+    assert voices["choices"].split("|") == ["official", "hub", "local", "aivishub"]
 
 
 @pytest.mark.parametrize("language", ["en", "ja"])

@@ -318,3 +318,64 @@ def test_container_options_come_from_the_environment_where_no_argument_sets_them
     unset = run.options_from_arguments([], blank)
     assert (unset.volume, unset.threads, unset.normalize) == (0.0, None, True)
     assert "--zeroconf" in run.serve_command(run.plan_voices(options, Path("/data")), options, 1)
+
+
+# -- AivisHub voices -------------------------------------------------------------------------------
+PAGE = "https://hub.aivis-project.com/aivm-models/797d6d8d-647e-5f8b-a997-4d5f5bcb91f1"
+OTHER = "0f0f0f0f-1111-4222-8333-444455556666"
+
+
+def test_aivishub_models_are_fetched_where_missing_and_served_for_updates(
+    run: ModuleType, tmp_path: Path
+) -> None:
+    options = _options(run, voices="aivishub", aivishub_models=[f" {PAGE} ", "", OTHER])
+    plan = run.plan_voices(options, tmp_path)
+    assert plan.bundle == tmp_path / "voices" / "aivishub" and plan.repo is None
+    parser = argparse.ArgumentParser()
+    commands = parser.add_subparsers(dest="command")
+    add_subcommands(commands)
+    add_serve_command(commands)
+    for model in (PAGE, OTHER):
+        fetched = parser.parse_args(run.aivishub_fetch_command(plan, model)[3:])
+        assert (fetched.repo, fetched.model_dir, fetched.keep_installed) == (
+            model,
+            plan.bundle,
+            True,
+        )
+    served = parser.parse_args(["serve", *run.serve_command(plan, options, 10200)[3:]])
+    assert (served.bundle, served.aivishub) == (plan.bundle, [PAGE, OTHER])
+
+
+def test_aivishub_voices_need_models(run: ModuleType) -> None:
+    with pytest.raises(run.AddonError, match="aivishub_models"):
+        _options(run, voices="aivishub")
+    with pytest.raises(run.AddonError, match="aivishub_models must be a list"):
+        _options(run, voices="aivishub", aivishub_models=PAGE)
+
+
+def test_an_aivishub_model_that_cannot_be_fetched_stops_the_start(
+    run: ModuleType, tmp_path: Path
+) -> None:
+    calls: list[list[str]] = []
+
+    class Child:
+        stopping = False
+
+        def run(self, command: list[str]) -> SimpleNamespace:
+            calls.append(command)
+            return SimpleNamespace(wait=lambda: 0 if command[4] == PAGE else 2)
+
+    options = _options(run, voices="aivishub", aivishub_models=[PAGE, OTHER])
+    plan = run.plan_voices(options, tmp_path)
+    with pytest.raises(run.AddonError, match=f"AivisHub model {OTHER}"):
+        run.ensure_voices(plan, options, Child())
+    assert [command[4] for command in calls] == [PAGE, OTHER]
+
+
+def test_container_aivishub_models_come_from_arguments_or_the_environment(
+    run: ModuleType,
+) -> None:
+    environment = {"YOMIAGE_VOICES": "aivishub", "YOMIAGE_AIVISHUB_MODELS": f"{PAGE}, {OTHER}"}
+    assert run.options_from_arguments([], environment).aivishub_models == (PAGE, OTHER)
+    chosen = run.options_from_arguments(["--aivishub-model", OTHER], environment)
+    assert chosen.aivishub_models == (OTHER,)

@@ -126,15 +126,26 @@ def fetch_model(
     api: str | None = None,
     progress: ProgressCallback | None = None,
 ) -> Path:
-    """``model``'s AIVMX as ``<folder>/<uuid>.aivmx``, complete and verified; returns its path."""
+    """``model``'s AIVMX as ``<folder>/<uuid>.aivmx``, complete and verified; returns its path.
+    A file of that version and size already there is kept (no transfer)."""
     store = ModelDir(Path(folder).expanduser())
     target = store.root / f"{model.uuid}{SUFFIX}"
+    if _is_installed(target, model):
+        return target
     with store.held():
         partial = store.blobs / f"{model.uuid}-{model.file.version}.partial"
         _transfer(model, partial, _api(api), progress)
         _verify(partial, model)
         os.replace(partial, target)
     return target
+
+
+def _is_installed(path: Path, model: AivisModel) -> bool:
+    try:
+        voice_file = read_aivmx(path) if path.stat().st_size == model.file.size else None
+    except (OSError, BundleError):
+        return False
+    return voice_file is not None and voice_file.model_version == model.file.version
 
 
 def installed_models(folder: str | Path) -> dict[str, str]:

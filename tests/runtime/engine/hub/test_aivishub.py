@@ -135,6 +135,14 @@ def test_the_file_arrives_whole_with_progress(hub: FakeAivisHub, tmp_path: Path)
     assert not list((tmp_path / "voices" / ".yomiage" / "blobs").iterdir())
 
 
+def test_the_version_already_there_is_not_fetched_again(hub: FakeAivisHub, tmp_path: Path) -> None:
+    model = model_detail(UUID)
+    path = fetch_model(tmp_path, model)
+    stamp = path.stat().st_mtime_ns
+    assert fetch_model(tmp_path, model) == path
+    assert path.stat().st_mtime_ns == stamp and len(hub.file_gets()) == 1
+
+
 def test_a_cut_download_resumes_where_it_stopped(hub: FakeAivisHub, tmp_path: Path) -> None:
     model = model_detail(UUID)
     hub.cut_next(UUID, 600_000)

@@ -4,11 +4,9 @@ it speaks, the user dictionary)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import posixpath
-import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -71,13 +69,13 @@ from .engine.bundle import Bundle
 from .engine.hub.download import (
     DEFAULT_REPO,
     FetchError,
-    Progress,
     RepoOffer,
     fetch_bundle,
     list_offer,
 )
 from .engine.wyoming_contract import ZEROCONF_MARK
 from .entry_options import runtime_settings, synthesis_defaults, voice_choices
+from .flow_steps import BackgroundSteps, describe_failure, megabytes
 from .hub import download_folder
 from .local_engine import (
     IMPORT_FAILED,
@@ -112,15 +110,15 @@ _DEFAULT_STEP = 0.05
 # default of 1, lead silence 0-1000 ms): a number field, where a slider would put the default
 # at the track's very start.
 _NUMBER_FIELDS = frozenset({"style_weight", "lead_silence"})
-_PROGRESS_STEP = 0.01  # report download progress in 1 % steps, not per network read
 
 
-class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
+class YomiageConfigFlow(BackgroundSteps, ConfigFlow, domain=DOMAIN):
     """Add one voice bundle: a local folder, or voices downloaded from the Hugging Face Hub."""
 
     VERSION = 1
 
     def __init__(self) -> None:
+        super().__init__()
         self._source = SOURCE_OFFICIAL
         self._offer: RepoOffer | None = None
         self._token: str | None = None
@@ -134,9 +132,6 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         self._addon_options: dict[str, Any] = {}
         self._addon_error: AddonSetupError | None = None
         self._addon_server: WyomingBackend | None = None  # the started add-on's, as it answered
-        self._job: asyncio.Task[str] | None = None  # a background step's; returns the next step
-        self._reported_progress = 0.0
-        self._closed = threading.Event()  # the flow has ended: a job's thread stops
         self._engine_ready = False
         self._after_install = SOURCE_LOCAL
         self._engine_problem: LocalEngineUnavailableError | None = None
@@ -166,51 +161,6 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
 
     def _addon_choice(self) -> list[str]:
         return [SOURCE_ADDON] if supervisor_present(self.hass) else []
-
-    # -- background work behind a progress screen ------------------------------------------------
-    async def _async_progress(
-        self,
-        step_id: str,
-        job: Callable[[], Coroutine[Any, Any, str]],
-        placeholders: Mapping[str, str] | None = None,
-    ) -> ConfigFlowResult:
-        """Every background step: start ``job`` once, show ``step_id``'s progress screen (its
-        progress_action too) while it runs, then go on to the step id the job returns: the next
-        step, or the one that says why it failed (the job catches its own failures). Closing
-        the flow cancels the job."""
-        if self._job is None:
-            self._reported_progress = 0.0
-            self._job = self.hass.async_create_task(job())
-        if not self._job.done():
-            return self.async_show_progress(
-                step_id=step_id,
-                progress_action=step_id,
-                progress_task=self._job,
-                description_placeholders=placeholders,
-            )
-        job_done, self._job = self._job, None
-        return self.async_show_progress_done(next_step_id=job_done.result())
-
-    def _progress_from_thread(self, progress: Progress) -> None:
-        """A job's thread reports progress: hop to the event loop. Once the flow is closed,
-        raising stops the thread, which Home Assistant cannot cancel: it would go on holding the
-        download folder (the next try: "busy"); its partial files stay for that try."""
-        if self._closed.is_set():
-            raise _FlowClosedError
-        self.hass.loop.call_soon_threadsafe(self._report_progress, progress.fraction)
-
-    @callback
-    def _report_progress(self, fraction: float) -> None:
-        # Home Assistant 2025.4 has no progress bar for flows yet; later versions do.
-        update = getattr(self, "async_update_progress", None)
-        if update is not None and fraction - self._reported_progress >= _PROGRESS_STEP:
-            self._reported_progress = fraction
-            update(fraction)
-
-    @callback
-    def async_remove(self) -> None:
-        """The flow has ended, or was closed while a job ran (its task is cancelled)."""
-        self._closed.set()
 
     # -- the engine on this machine: its native packages -----------------------------------------
     async def _async_engine_detour(self, step_id: str) -> ConfigFlowResult | None:
@@ -502,7 +452,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
                 self._abort_if_unique_id_configured()
                 summary = await self.hass.async_add_executor_job(probe_bundle, path)
             except BundleCheckError as problem:
-                errors["base"] = _describe_failure(problem, placeholders)
+                errors["base"] = describe_failure(problem, placeholders)
             except AbortFlow:
                 raise
             except Exception:
@@ -533,7 +483,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
             placeholders = {"repo": DEFAULT_REPO, "revision": ""}
             return self.async_show_form(
                 step_id=SOURCE_OFFICIAL,
-                errors={"base": _describe_failure(err, placeholders)},
+                errors={"base": describe_failure(err, placeholders)},
                 description_placeholders=placeholders,
             )
         return await self.async_step_speakers()
@@ -558,7 +508,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
                     token=(user_input.get(CONF_TOKEN) or "").strip() or None,
                 )
             except FetchError as err:
-                errors["base"] = _describe_failure(err, placeholders)
+                errors["base"] = describe_failure(err, placeholders)
             else:
                 return await self.async_step_speakers()
         fields: dict[vol.Marker, Any] = {vol.Required(CONF_REPO_ID): TextSelector()}
@@ -585,11 +535,11 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         placeholders = {
             "repo": offer.repo_id,
             "revision": offer.commit,
-            "shared_size": _megabytes(offer.download_size([])),
+            "shared_size": megabytes(offer.download_size([])),
             "file": "",
         }
         if self._download_error is not None:  # back here after a failed download: say why
-            errors["base"] = _describe_failure(self._download_error, placeholders)
+            errors["base"] = describe_failure(self._download_error, placeholders)
             self._download_error = None
         elif user_input is not None:
             if not user_input.get(CONF_SPEAKERS):
@@ -608,7 +558,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
                 self._speakers = list(user_input[CONF_SPEAKERS])
                 return await self.async_step_download()
         speaker_options = [
-            SelectOptionDict(value=name, label=f"{name} ({_megabytes(offer.speaker_size(name))})")
+            SelectOptionDict(value=name, label=f"{name} ({megabytes(offer.speaker_size(name))})")
             for name in offer.speakers
         ]
         schema = vol.Schema(
@@ -640,7 +590,7 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
             {
                 "repo": offer.repo_id,
                 "speakers": ", ".join(self._speakers),
-                "size": _megabytes(offer.download_size(self._speakers)),
+                "size": megabytes(offer.download_size(self._speakers)),
             },
         )
 
@@ -698,24 +648,6 @@ class YomiageConfigFlow(ConfigFlow, domain=DOMAIN):
         return self.async_create_entry(
             title=title, data=data, options={CONF_VOICE: summary.default_voice}
         )
-
-
-class _FlowClosedError(Exception):
-    """Raised in a job's thread to stop it: the flow that waited for it is closed."""
-
-
-def _describe_failure(err: FetchError | BundleCheckError, placeholders: dict[str, str]) -> str:
-    """The error key for a failed listing, download or check, its English detail logged; the
-    placeholders its text names (the repository, a file) are the caller's or the check's."""
-    _LOGGER.warning("%s", err)
-    if isinstance(err, FetchError):
-        return err.translation_key
-    placeholders.update(err.placeholders)
-    return err.key
-
-
-def _megabytes(size: int) -> str:
-    return f"{size / 1e6:,.0f} MB" if size >= 1e6 else f"{size / 1e6:.2f} MB"
 
 
 class YomiageOptionsFlow(OptionsFlow):

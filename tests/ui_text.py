@@ -14,7 +14,7 @@ LATIN_NAMES = frozenset(
     dBTP Hugging Face Hub huggingface.co ID IP TCP MB ms OS Raspberry Pi OpenJTalk SDP noise w
     Supervisor Wyoming Yomiage yomiage aivmx assist satellite.announce tts.speak
     yomiage.prepare speed voice share media models onnxruntime onnxruntime-gpu
-    pyopenjtalk-plus Style-Bert-VITS2 JP-Extra OK""".split()  # noqa: SIM905 (a word list)
+    pyopenjtalk-plus Style-Bert-VITS2 JP-Extra OK UUID AIVMX GB""".split()  # noqa: SIM905 (a word list)
 )
 _NOT_PROSE = re.compile(r"`[^`]*`|\{\w+\}|https?://\S+|\S*/\S*")
 # A voice's speaker name as a bundle spells it (tiny-a, jvnv-F1-jp): data, not words.

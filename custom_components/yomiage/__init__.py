@@ -2,7 +2,8 @@
 
 An entry speaks through one backend: the engine on this machine (a voice bundle), or a Yomiage
 Wyoming server where the engine cannot run here (Home Assistant OS: the add-on; Container), whose
-answers a ServerWatch follows.
+answers a ServerWatch follows. The AivisHub models a backend keeps up to date are update entities,
+whose newest versions AivisHubUpdates asks AivisHub for in the background.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.typing import ConfigType
 
+from .aivishub_updates import AivisHubUpdates
 from .backend import SpeechBackend, Timing
 from .const import (
     CONF_HOST,
@@ -27,6 +29,7 @@ from .const import (
     CONF_SOURCE,
     DOMAIN,
     RECENT_TIMINGS,
+    SOURCE_AIVISHUB,
     SOURCE_WYOMING,
 )
 from .engine import YomiageError
@@ -44,7 +47,7 @@ from .translated_errors import entry_placeholders, translated
 
 __all__ = ["Timing", "YomiageConfigEntry", "YomiageData", "bundle_issue_id"]
 
-PLATFORMS: list[Platform] = [Platform.TTS]
+PLATFORMS: list[Platform] = [Platform.TTS, Platform.UPDATE]
 
 
 @dataclass
@@ -53,6 +56,7 @@ class YomiageData:
 
     backend: SpeechBackend
     watch: ServerWatch | None = None  # a server entry's: is the server answering
+    updates: AivisHubUpdates | None = None  # where it speaks AivisHub models: their newest
     options: dict[str, Any] = field(default_factory=dict)  # what it was set up with
     timings: deque[Timing] = field(default_factory=lambda: deque(maxlen=RECENT_TIMINGS))
 
@@ -82,13 +86,17 @@ async def async_setup_entry(hass: HomeAssistant, entry: YomiageConfigEntry) -> b
         watch = ServerWatch(hass, entry, backend)
     else:
         backend = await async_load_local_backend(hass, entry)
-    entry.runtime_data = YomiageData(backend=backend, watch=watch, options=dict(entry.options))
+    models = backend.aivishub_models
+    updates = AivisHubUpdates(hass, entry, models) if models else None
+    entry.runtime_data = YomiageData(backend, watch, updates, options=dict(entry.options))
     entry.async_on_unload(entry.add_update_listener(_async_reload_on_options_change))
     try:
         await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     except Exception:
         await _async_release(hass, entry, backend)
         raise
+    if updates is not None:  # AivisHub is asked once the voices speak, never before
+        entry.async_create_background_task(hass, updates.async_refresh(), "AivisHub versions")
     return True
 
 
@@ -104,17 +112,22 @@ async def async_remove_entry(hass: HomeAssistant, entry: YomiageConfigEntry) -> 
     """Forget the entry's repair issue, delete the graphs prepared for it and the voices it
     downloaded.
 
-    A downloaded folder belongs to its entry alone (one entry per folder); a local folder is the
+    A downloaded folder belongs to its entry alone (one entry per folder; the AivisHub entry's
+    holds its models, the language model they share lies elsewhere); a local folder is the
     user's and stays.
     """
     ir.async_delete_issue(hass, DOMAIN, bundle_issue_id(entry))
     if is_remote(entry):
         ir.async_delete_issue(hass, DOMAIN, outdated_issue_id(entry))
         return
+    from .aivishub import remove_folder
     from .hub import remove_download
 
     await hass.async_add_executor_job(remove_prepared_graphs, entry.data[CONF_PATH])
-    await hass.async_add_executor_job(remove_download, entry.data)
+    if entry.data[CONF_SOURCE] == SOURCE_AIVISHUB:
+        await hass.async_add_executor_job(remove_folder)
+    else:
+        await hass.async_add_executor_job(remove_download, entry.data)
 
 
 async def _async_connect_server(entry: ConfigEntry) -> WyomingBackend:
@@ -133,6 +146,6 @@ async def _async_release(hass: HomeAssistant, entry: ConfigEntry, backend: Speec
 
 async def _async_reload_on_options_change(hass: HomeAssistant, entry: YomiageConfigEntry) -> None:
     """Saved options reload the entry; other updates (a discovery noting where it was seen
-    again) leave it as it is."""
+    again, an AivisHub model added: its flow reloads) leave it as it is."""
     if entry.options != entry.runtime_data.options:
         await hass.config_entries.async_reload(entry.entry_id)

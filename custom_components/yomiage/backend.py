@@ -1,12 +1,13 @@
-"""What the tts entity needs from whoever speaks: the engine here, or a Yomiage Wyoming server.
+"""What the entities need from whoever speaks: the engine here, or a Yomiage Wyoming server.
 
 Both backends hand back 16-bit mono PCM with its rate, a whole message at once or sentence by
-sentence, so the entity frames WAV the same way for both.
+sentence, so the tts entity frames WAV the same way for both. Both say which AivisHub models they
+speak and install a model's newest version, for the update entities.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -15,6 +16,8 @@ from .engine.audio.wav import PCM_SAMPLE_WIDTH
 # The synthesis options a request sets (``SynthesisOptions`` names, checked values); the others
 # are the backend's defaults: the engine's here, the server's settings on a server.
 RequestOptions = Mapping[str, Any]
+# How far an install has come (0 to 1), reported on the event loop.
+InstallProgress = Callable[[float], None]
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,15 @@ class Timing:
         )
 
 
+@dataclass(frozen=True)
+class InstalledModel:
+    """An AivisHub model whose voices a backend speaks, as its file's manifest names it."""
+
+    uuid: str
+    name: str
+    version: str
+
+
 class SpeechBackend(Protocol):
     """Speaks Japanese; errors are the engine's ``YomiageError``s (translated by the entity)."""
 
@@ -89,6 +101,16 @@ class SpeechBackend(Protocol):
 
         Checks the options before returning, so a bad request fails before any audio is promised.
         """
+
+    @property
+    def aivishub_models(self) -> Mapping[str, InstalledModel]:
+        """uuid -> the AivisHub models it keeps up to date (no network): those it downloaded
+        from AivisHub, not files the user laid out."""
+
+    async def async_install_aivishub_model(self, uuid: str, progress: InstallProgress) -> None:
+        """Fetch model ``uuid``'s newest version into place (the voices in use keep speaking
+        the old one until the entry reloads); a failure is a ``YomiageError`` with nothing
+        lost."""
 
     async def async_close(self) -> None:
         """Release what it holds (sessions, connections)."""

@@ -1,6 +1,6 @@
-"""Config flow (pick a voice bundle and check it loads; or a Yomiage Wyoming server: the add-on,
-installed and started from here on Home Assistant OS, or one at an address) and options flow (how
-it speaks, the user dictionary)."""
+"""Config flow (pick a voice bundle and check it loads; models from AivisHub; or a Yomiage Wyoming
+server: the add-on, installed and started from here on Home Assistant OS, or one at an address) and
+options flow (how it speaks, the user dictionary; the AivisHub entry's models)."""
 
 from __future__ import annotations
 
@@ -37,11 +37,16 @@ from homeassistant.helpers.selector import (
 from homeassistant.helpers.service_info.hassio import HassioServiceInfo
 from homeassistant.helpers.service_info.zeroconf import ZeroconfServiceInfo
 
+from .aivishub import TITLE as AIVISHUB_TITLE
+from .aivishub import UNIQUE_ID as AIVISHUB_ID
+from .aivishub import aivishub_folder, model_names, remove_models
+from .aivishub_flow import AivisHubSteps, aivishub_entry
 from .bundle_check import BundleCheckError, BundleSummary, probe_bundle, resolve_bundle_path
 from .const import (
     CONF_ADDON,
     CONF_DEVICE,
     CONF_HOST,
+    CONF_MODELS,
     CONF_PATH,
     CONF_PORT,
     CONF_REPO_ID,
@@ -57,6 +62,7 @@ from .const import (
     DOMAIN,
     MAX_THREADS,
     SOURCE_ADDON,
+    SOURCE_AIVISHUB,
     SOURCE_HUGGINGFACE,
     SOURCE_LOCAL,
     SOURCE_OFFICIAL,
@@ -75,7 +81,7 @@ from .engine.hub.download import (
 )
 from .engine.wyoming_contract import ZEROCONF_MARK
 from .entry_options import runtime_settings, synthesis_defaults, voice_choices
-from .flow_steps import BackgroundSteps, describe_failure, megabytes
+from .flow_steps import describe_failure, megabytes
 from .hub import download_folder
 from .local_engine import (
     IMPORT_FAILED,
@@ -112,8 +118,9 @@ _DEFAULT_STEP = 0.05
 _NUMBER_FIELDS = frozenset({"style_weight", "lead_silence"})
 
 
-class YomiageConfigFlow(BackgroundSteps, ConfigFlow, domain=DOMAIN):
-    """Add one voice bundle: a local folder, or voices downloaded from the Hugging Face Hub."""
+class YomiageConfigFlow(AivisHubSteps, ConfigFlow, domain=DOMAIN):
+    """Add one voice bundle: a local folder, voices downloaded from the Hugging Face Hub, or a
+    model from AivisHub (aivishub_flow.py: every AivisHub model in one entry)."""
 
     VERSION = 1
 
@@ -153,6 +160,7 @@ class YomiageConfigFlow(BackgroundSteps, ConfigFlow, domain=DOMAIN):
             menu_options=[
                 *self._addon_choice(),
                 SOURCE_OFFICIAL,
+                SOURCE_AIVISHUB,
                 SOURCE_HUGGINGFACE,
                 SOURCE_LOCAL,
                 SOURCE_WYOMING,
@@ -469,6 +477,31 @@ class YomiageConfigFlow(BackgroundSteps, ConfigFlow, domain=DOMAIN):
             description_placeholders=placeholders,
         )
 
+    # -- AivisHub (the steps: aivishub_flow.py) --------------------------------------------------
+    async def async_step_aivishub(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        if (detour := await self._async_engine_detour(SOURCE_AIVISHUB)) is not None:
+            return detour
+        return await super().async_step_aivishub(user_input)
+
+    async def async_step_aivishub_finish(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """The first model makes the AivisHub entry; another joins it."""
+        if aivishub_entry(self.hass) is not None:
+            return await super().async_step_aivishub_finish(user_input)
+        model = self._require_aivishub_model()
+        assert self._aivishub_summary is not None
+        await self.async_set_unique_id(AIVISHUB_ID)
+        self._abort_if_unique_id_configured()
+        data = {
+            CONF_SOURCE: SOURCE_AIVISHUB,
+            CONF_PATH: str(aivishub_folder()),
+            CONF_MODELS: [model.uuid],
+        }
+        return self._create_entry(AIVISHUB_TITLE, data, self._aivishub_summary)
+
     # -- the Hub ---------------------------------------------------------------------------------
     async def async_step_official(
         self, user_input: dict[str, Any] | None = None
@@ -650,13 +683,70 @@ class YomiageConfigFlow(BackgroundSteps, ConfigFlow, domain=DOMAIN):
         )
 
 
-class YomiageOptionsFlow(OptionsFlow):
+class YomiageOptionsFlow(AivisHubSteps, OptionsFlow):
     """Default voice, synthesis parameters, the user dictionary and how the engine runs (a
-    server entry: its default voice); saving reloads the entry."""
+    server entry: its default voice); saving reloads the entry. The AivisHub entry's also add
+    and remove models."""
 
     async def async_step_init(self, user_input: dict[str, Any] | None = None) -> ConfigFlowResult:
-        if self.config_entry.data.get(CONF_SOURCE) == SOURCE_WYOMING:
+        source = self.config_entry.data.get(CONF_SOURCE)
+        if source == SOURCE_WYOMING:
             return await self.async_step_server()
+        if source == SOURCE_AIVISHUB and user_input is None:
+            return await self.async_step_aivishub_menu()
+        return await self._async_settings(user_input)
+
+    async def async_step_aivishub_menu(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """The AivisHub entry's: its voice settings, or a model to add or to remove."""
+        return self.async_show_menu(
+            step_id="aivishub_menu", menu_options=["settings", "aivishub", "aivishub_remove"]
+        )
+
+    async def async_step_settings(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """The AivisHub entry's menu: the form of every local entry, which ``init`` saves."""
+        return await self._async_settings(None)
+
+    async def async_step_aivishub_remove(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Models to remove, their files deleted; one at least stays (deleting the entry
+        removes them all)."""
+        entry = self.config_entry
+        models: list[str] = entry.data[CONF_MODELS]
+        errors: dict[str, str] = {}
+        if user_input is not None:
+            chosen = set(user_input[CONF_MODELS])
+            if not chosen:
+                errors["base"] = "aivishub_none_chosen"
+            elif chosen >= set(models):
+                errors["base"] = "aivishub_keep_one"
+            else:
+                kept = [uuid for uuid in models if uuid not in chosen]
+                self.hass.config_entries.async_update_entry(
+                    entry, data={**entry.data, CONF_MODELS: kept}
+                )
+                await self.hass.async_add_executor_job(remove_models, chosen)
+                self.hass.config_entries.async_schedule_reload(entry.entry_id)
+                return self.async_abort(reason="aivishub_models_removed")
+        names = await self.hass.async_add_executor_job(model_names, models)
+        options = [SelectOptionDict(value=uuid, label=names[uuid]) for uuid in models]
+        schema = vol.Schema(
+            {
+                vol.Required(CONF_MODELS, default=[]): SelectSelector(
+                    SelectSelectorConfig(
+                        options=options, multiple=True, mode=SelectSelectorMode.LIST
+                    )
+                )
+            }
+        )
+        return self.async_show_form(step_id="aivishub_remove", data_schema=schema, errors=errors)
+
+    async def _async_settings(self, user_input: dict[str, Any] | None) -> ConfigFlowResult:
+        """The voice settings of an entry that runs here (step ``init``)."""
         errors: dict[str, str] = {}
         placeholders = {"about": ""}
         if user_input is not None:

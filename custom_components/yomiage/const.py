@@ -17,12 +17,14 @@ CONF_TOKEN: Final = "token"
 CONF_HOST: Final = "host"  # Wyoming server entries
 CONF_PORT: Final = "port"
 CONF_ADDON: Final = "addon"  # a server entry on the Yomiage add-on: its slug
+CONF_MODELS: Final = "models"  # the AivisHub entry: the uuids of its models
 
 SOURCE_OFFICIAL: Final = "official"
 SOURCE_HUGGINGFACE: Final = "huggingface"
 SOURCE_LOCAL: Final = "local"
 SOURCE_WYOMING: Final = "wyoming"  # a Yomiage Wyoming server speaks; nothing runs here
 SOURCE_ADDON: Final = "addon"  # the flow installs the Yomiage add-on, then a server entry on it
+SOURCE_AIVISHUB: Final = "aivishub"  # models from AivisHub: one entry holds them all
 
 DEFAULT_WYOMING_PORT: Final = 10200  # the add-on's and `yomiage serve`'s port
 
@@ -83,10 +85,12 @@ MODELS_DIRNAME: Final = "models"
 MODELS_DIR: Final = Path(__file__).parent / MODELS_DIRNAME
 # Graphs the engine prepared for this machine's CPU, a folder per bundle, beside the voices.
 PREPARED_GRAPHS_DIRNAME: Final = "prepared-graphs"
+# The AivisHub entry's .aivmx files, beside the official voices whose language model they share.
+AIVISHUB_DIRNAME: Final = "aivishub"
 
 # Download failures worth another try later (Home Assistant retries setup); others need the user.
 TRANSIENT_DOWNLOAD_REASONS: Final = frozenset(
-    {"offline", "interrupted", "hub_error", "busy", "verification"}
+    {"offline", "interrupted", "hub_error", "hub_down", "busy", "verification"}
 )
 
 # Diagnostics keep this many recent synthesis timings.

@@ -1,6 +1,7 @@
 """Diagnostics: what the backend offers, how it runs, how fast it has been.
 
-No absolute paths (they reveal the machine's layout): files are named relative to the bundle.
+No absolute paths (they reveal the machine's layout): files are named relative to the bundle;
+AivisHub models by their uuid, name and version.
 The user dictionary's words (names of people and places) are left out; its fingerprint shows.
 """
 
@@ -14,7 +15,7 @@ from homeassistant.components.diagnostics import async_redact_data
 from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import HomeAssistant
 
-from . import YomiageConfigEntry, const
+from . import YomiageConfigEntry, YomiageData, const
 from .const import CONF_PATH, CONF_TOKEN, CONF_USER_DICTIONARY
 
 TO_REDACT = {CONF_TOKEN, CONF_USER_DICTIONARY}
@@ -32,11 +33,26 @@ async def async_get_config_entry_diagnostics(
         shown_entry["bundle_folder"] = _shown_folder(Path(entry.data[CONF_PATH]))
     diagnostics: dict[str, Any] = {"entry": shown_entry, "state": entry.state.value}
     if entry.state is ConfigEntryState.LOADED:
+        loaded = entry.runtime_data
         diagnostics["engine"] = {
-            **entry.runtime_data.backend.diagnostics(),
-            "recent_requests": [_timing_report(asdict(t)) for t in entry.runtime_data.timings],
+            **loaded.backend.diagnostics(),
+            "recent_requests": [_timing_report(asdict(t)) for t in loaded.timings],
         }
+        if loaded.updates is not None:
+            diagnostics["aivishub_models"] = _aivishub_report(loaded)
     return diagnostics
+
+
+def _aivishub_report(loaded: YomiageData) -> list[dict[str, Any]]:
+    """Each AivisHub model: installed, and AivisHub's newest where it answered."""
+    newest = (loaded.updates.data if loaded.updates else None) or {}
+    return [
+        {
+            **asdict(model),
+            "newest_version": detail.file.version if (detail := newest.get(uuid)) else None,
+        }
+        for uuid, model in loaded.backend.aivishub_models.items()
+    ]
 
 
 def _shown_folder(path: Path) -> str:

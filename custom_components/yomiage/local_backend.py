@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterable, Iterator, Mapping
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from homeassistant.core import HomeAssistant
 
-from .backend import RequestOptions, SpeechPiece
+from .backend import InstalledModel, InstallProgress, RequestOptions, SpeechPiece
 from .const import DOMAIN, OPTION_DICTIONARY
 from .engine import ArrivingText, SynthesisOptions
+from .engine.hub.aivishub import fetch_model, model_detail
+from .engine.hub.download import Progress, ProgressCallback
 from .shared_dictionary import SharedDictionary
+from .translated_errors import aivishub_errors
 
 if TYPE_CHECKING:
     from .engine import AudioChunk, Engine
@@ -19,12 +24,20 @@ if TYPE_CHECKING:
 
 
 class LocalBackend:
-    """One engine (one bundle) and the user dictionary shared by every local entry."""
+    """One engine (one bundle) and the user dictionary shared by every local entry;
+    ``aivishub``: the AivisHub entry's folder, whose models it keeps up to date."""
 
-    def __init__(self, hass: HomeAssistant, engine: Engine, dictionary: SharedDictionary) -> None:
+    def __init__(
+        self,
+        hass: HomeAssistant,
+        engine: Engine,
+        dictionary: SharedDictionary,
+        aivishub: Path | None = None,
+    ) -> None:
         self.engine = engine
         self._hass = hass
         self._dictionary = dictionary
+        self._aivishub = aivishub
 
     defaults_known = True
 
@@ -56,6 +69,28 @@ class LocalBackend:
         # checks voice and options now
         chunks = self.engine.stream_arriving(arriving, SynthesisOptions().with_values(options))
         return self._speak(text, arriving, chunks)
+
+    @property
+    def aivishub_models(self) -> dict[str, InstalledModel]:
+        """The models of the files it loaded, on the AivisHub entry (a local folder's files
+        are the user's to update)."""
+        if self._aivishub is None:
+            return {}
+        return {
+            aivm.model_uuid: InstalledModel(aivm.model_uuid, aivm.model_name, aivm.version)
+            for files in self.engine.bundle.speakers.values()
+            if (aivm := files.aivm) is not None
+        }
+
+    async def async_install_aivishub_model(self, uuid: str, progress: InstallProgress) -> None:
+        """The newest file replaces the old in one rename; the engine has the old one open
+        and speaks on until the entry reloads."""
+        assert self._aivishub is not None, "only the AivisHub entry has models to install"
+
+        def report(step: Progress) -> None:
+            self._hass.loop.call_soon_threadsafe(progress, step.fraction)
+
+        await self._hass.async_add_executor_job(partial(_install, self._aivishub, uuid, report))
 
     async def async_close(self) -> None:
         await self._hass.async_add_executor_job(self.engine.close)
@@ -140,6 +175,11 @@ def _piece(chunk: AudioChunk) -> SpeechPiece:
         sentences=1 if chunk.starts_sentence else 0,
         compute_s=chunk.compute_s,
     )
+
+
+def _install(folder: Path, uuid: str, progress: ProgressCallback) -> None:
+    with aivishub_errors():
+        fetch_model(folder, model_detail(uuid), progress=progress)
 
 
 def _voice_file(aivm: AivmVoice | None) -> dict[str, Any] | None:

@@ -19,7 +19,14 @@ from homeassistant.exceptions import ConfigEntryError, ConfigEntryNotReady
 from homeassistant.helpers import issue_registry as ir
 
 from . import const
-from .const import CONF_USER_DICTIONARY, DOMAIN, TRANSIENT_DOWNLOAD_REASONS
+from .const import (
+    CONF_PATH,
+    CONF_SOURCE,
+    CONF_USER_DICTIONARY,
+    DOMAIN,
+    SOURCE_AIVISHUB,
+    TRANSIENT_DOWNLOAD_REASONS,
+)
 from .engine import BundleError, DeviceUnavailableError, DownloadError
 from .engine.bundle import find_language_model
 from .engine.text.readings.user_dict import UserDictionary, UserDictionaryError
@@ -87,7 +94,9 @@ async def async_load_local_backend(hass: HomeAssistant, entry: ConfigEntry) -> L
     except UserDictionaryError as err:
         await hass.async_add_executor_job(engine.close)
         raise translated(ConfigEntryError, err) from err
-    return LocalBackend(hass, engine, dictionary)
+    # The AivisHub entry's backend keeps its models up to date; a local folder is the user's.
+    aivishub = Path(entry.data[CONF_PATH]) if entry.data[CONF_SOURCE] == SOURCE_AIVISHUB else None
+    return LocalBackend(hass, engine, dictionary, aivishub)
 
 
 async def async_unload_local_backend(
@@ -125,11 +134,14 @@ def _entry_words(options: Mapping[str, Any]) -> UserDictionary:
 
 
 def _load_entry_engine(data: Mapping[str, Any], device: str, threads: int | None) -> Engine:
-    """The bundle (downloaded again when a Hub entry's is incomplete), then the engine with
-    every speaker's sessions created: the first request must not pay for them."""
+    """The bundle (downloaded again when a Hub entry's is incomplete, or a file of the AivisHub
+    entry's has gone), then the engine with every speaker's sessions created: the first request
+    must not pay for them."""
+    from .aivishub import ensure_models, is_aivishub
     from .hub import ensure_bundle
 
-    engine = load_engine(ensure_bundle(data), device, threads)
+    folder = ensure_models(data) if is_aivishub(data) else ensure_bundle(data)
+    engine = load_engine(folder, device, threads)
     try:
         engine.load_all()
     except BaseException:

@@ -32,7 +32,7 @@ from wyoming.event import Event
 from wyoming.info import Describe
 from wyoming.tts import Synthesize, SynthesizeVoice
 
-from .backend import RequestOptions, SpeechPiece
+from .backend import InstalledModel, InstallProgress, RequestOptions, SpeechPiece
 from .const import CONF_VOICE
 from .engine import UnknownVoiceError, YomiageError
 from .engine.text.split import split_sentences
@@ -137,6 +137,17 @@ class WyomingBackend:
     ) -> AsyncGenerator[SpeechPiece]:
         start = Event(type=SYNTHESIZE_START, data={"voice": {"name": self._checked_voice(options)}})
         return self._stream(text, _with_options(start, options))
+
+    @property
+    def aivishub_models(self) -> dict[str, InstalledModel]:
+        """None yet: a server's voices will name their AivisHub model and its version in
+        ``info`` (engine/wyoming_contract.py), and the server will download a model's newest
+        version when asked; until this client reads and asks, a server entry has no update
+        entities."""
+        return {}
+
+    async def async_install_aivishub_model(self, uuid: str, progress: InstallProgress) -> None:
+        raise ServerError(f"no AivisHub model {uuid} to update on this server", "unknown_model")
 
     async def async_close(self) -> None:
         """Nothing to release: every request has its own connection."""

@@ -66,15 +66,7 @@ class YomiageTTSEntity(TextToSpeechEntity):
         self._attr_unique_id = entry.entry_id
         self._attr_name = entity_name(entry.title)
         self._error_placeholders = entry_placeholders(entry.data)
-        # The device under the entity's own name: Home Assistant 2026.10 and later put the
-        # device's name before an entity's in its id unless the entity's name starts with it.
-        self._attr_device_info = DeviceInfo(
-            identifiers={(DOMAIN, entry.entry_id)},
-            name=self._attr_name,
-            manufacturer="Yomiage",
-            model="Style-Bert-VITS2 JP-Extra",
-            entry_type=DeviceEntryType.SERVICE,
-        )
+        self._attr_device_info = entry_device(entry)
         self._attr_supported_options = [*SUPPORTED_OPTIONS, *backend.state_options]
         defaults = synthesis_defaults(
             entry.options, backend.default_voice, complete=backend.defaults_known
@@ -169,3 +161,16 @@ class YomiageTTSEntity(TextToSpeechEntity):
 def entity_name(title: str) -> str:
     """``title`` (the entry's: a folder, a repository, a server) with Yomiage in front."""
     return title if title.startswith("Yomiage") else f"Yomiage {title}"
+
+
+def entry_device(entry: YomiageConfigEntry) -> DeviceInfo:
+    """The entry's device, under the tts entity's own name: Home Assistant 2026.10 and later
+    put the device's name before an entity's in its id unless the entity's name starts with it.
+    The update entities of its AivisHub models are its too."""
+    return DeviceInfo(
+        identifiers={(DOMAIN, entry.entry_id)},
+        name=entity_name(entry.title),
+        manufacturer="Yomiage",
+        model="Style-Bert-VITS2 JP-Extra",
+        entry_type=DeviceEntryType.SERVICE,
+    )

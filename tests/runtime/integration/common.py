@@ -11,20 +11,31 @@ from homeassistant import config_entries
 from homeassistant.components import tts
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
-from homeassistant.data_entry_flow import FlowResultType
+from homeassistant.data_entry_flow import FlowManager, FlowResultType
 from homeassistant.helpers.service_info.zeroconf import ZeroconfServiceInfo
 from pytest_homeassistant_custom_component.common import async_mock_service
 
-from custom_components.yomiage.const import CONF_SPEAKERS, DOMAIN
+from custom_components.yomiage.const import CONF_SPEAKERS, DOMAIN, SOURCE_AIVISHUB
 from custom_components.yomiage.engine.synthesis.engine import Engine
 from custom_components.yomiage.engine.wyoming_contract import ZEROCONF_TYPE
 from custom_components.yomiage.local_backend import LocalBackend
+
+from ..fakeaivishub import manifest_of
+from ..voice_files import AIVMX, DUO_AIVMX
+from ..wav import read_wav
 
 SPEAKERS = Path("onnx/speakers")  # speaker folders inside a bundle
 # A private repository of the fake Hub (conftest.py's hub), and the token it needs.
 PRIVATE = "someone/private-voices"
 TOKEN = "hf_test_token"
 LOOPBACK = "127.0.0.1"  # where the tests' Yomiage servers listen
+# The AivisHub models of the fake AivisHub (conftest.py's aivis_hub): the fixtures' files.
+TINY_A = AIVMX.read_bytes()
+DUO = DUO_AIVMX.read_bytes()
+TINY_A_UUID = str(manifest_of(TINY_A)["uuid"])
+DUO_UUID = str(manifest_of(DUO)["uuid"])
+AIVISHUB_PAGE = "https://hub.aivis-project.com/aivm-models/"
+AIVISHUB_ENTITY = "tts.yomiage_aivishub"
 
 
 def engine_of(entry: ConfigEntry) -> Engine:
@@ -88,6 +99,48 @@ async def download_speakers(
     assert result["progress_action"] == "download"
     await hass.async_block_till_done()
     return await hass.config_entries.flow.async_configure(flow_id)
+
+
+async def aivishub_confirmation(
+    hass: HomeAssistant, text: str, flow_id: str | None = None
+) -> config_entries.ConfigFlowResult:
+    """Add integration → Yomiage → A voice from AivisHub → ``text`` pasted (or, with
+    ``flow_id``, pasted into that flow's page form): the confirmation, or the page's error."""
+    if flow_id is None:
+        flow_id = (await flow_menu(hass, SOURCE_AIVISHUB))["flow_id"]
+    return await hass.config_entries.flow.async_configure(flow_id, {"url": text})
+
+
+async def download_confirmed(
+    hass: HomeAssistant, flow_id: str, flows: FlowManager[Any, Any] | None = None
+) -> config_entries.ConfigFlowResult:
+    """Confirm AivisHub's model, wait for its download, return the step after it (``flows``:
+    the options flow manager for an entry's options)."""
+    manager = flows or hass.config_entries.flow
+    result = await manager.async_configure(flow_id, {})
+    if result["type"] is not FlowResultType.SHOW_PROGRESS:
+        return result  # a job done at once (no room on the disk): newer releases go straight on
+    assert result["progress_action"] == "aivishub_download"
+    await hass.async_block_till_done()
+    return await manager.async_configure(flow_id)
+
+
+async def aivishub_speech(
+    hass: HomeAssistant, voice: str, entity_id: str = AIVISHUB_ENTITY
+) -> bytes:
+    """PCM of a message the AivisHub entry's entity (or ``entity_id``) speaks with ``voice``
+    (not silence)."""
+    media_id = tts.generate_media_source_id(
+        hass,
+        "おはようございます。七時です。",
+        engine=entity_id,
+        language="ja",
+        options={tts.ATTR_PREFERRED_FORMAT: "wav", "voice": voice},
+    )
+    _, data = await tts.async_get_media_source_audio(hass, media_id)
+    pcm = read_wav(data).pcm
+    assert any(pcm), "speech, not silence"
+    return bytes(pcm)
 
 
 def zeroconf_discovery(

@@ -14,7 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from homeassistant.config_entries import ConfigEntry, ConfigEntryState
 from homeassistant.core import HomeAssistant
+from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.helpers import entity_registry as er
 from homeassistant.setup import async_setup_component
 from huggingface_hub import constants
@@ -26,10 +28,24 @@ from pytest_homeassistant_custom_component.typing import ClientSessionGenerator
 import custom_components.yomiage  # noqa: F401
 from custom_components.yomiage import const
 from custom_components.yomiage.const import CONF_PATH, CONF_SOURCE, DOMAIN, SOURCE_LOCAL
+from custom_components.yomiage.engine.hub.aivishub import API_VARIABLE
 from custom_components.yomiage.engine.hub.download import DEFAULT_REPO
 
+from ..fakeaivishub import FakeAivisHub, FakeModel
 from ..fakehub import FakeHub, FakeRepo
-from .common import LOOPBACK, PRIVATE, SPEAKERS, TOKEN, engine_of
+from .common import (
+    AIVISHUB_PAGE,
+    DUO,
+    LOOPBACK,
+    PRIVATE,
+    SPEAKERS,
+    TINY_A,
+    TINY_A_UUID,
+    TOKEN,
+    aivishub_confirmation,
+    download_confirmed,
+    engine_of,
+)
 from .satellite import Satellite, add_satellite
 
 SERVER_START_S = 60.0
@@ -129,6 +145,32 @@ def hub(
         # Small reads, so that a cut connection leaves a partial file as with real 500 MB files.
         monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 16 * 1024)
         yield hub
+
+
+@pytest.fixture
+def aivis_hub(monkeypatch: pytest.MonkeyPatch, socket_enabled: None) -> Iterator[FakeAivisHub]:
+    """A fake AivisHub offering the fixtures' tiny-a and two-speaker models, version 1.0.0."""
+    with FakeAivisHub([FakeModel([TINY_A]), FakeModel([DUO])]) as fake:
+        monkeypatch.setenv(API_VARIABLE, fake.api)
+        yield fake
+
+
+@pytest.fixture
+def aivis_hubs(aivis_hub: FakeAivisHub, hub: FakeHub, models_dir: Path) -> FakeAivisHub:
+    """AivisHub for the voices, the Hugging Face Hub for the official language model."""
+    return aivis_hub
+
+
+@pytest.fixture
+async def aivishub_entry(hass: HomeAssistant, aivis_hubs: FakeAivisHub) -> ConfigEntry:
+    """tiny-a from AivisHub through Add integration: the AivisHub entry, loaded."""
+    confirmation = await aivishub_confirmation(hass, AIVISHUB_PAGE + TINY_A_UUID)
+    result = await download_confirmed(hass, confirmation["flow_id"])
+    assert result["type"] is FlowResultType.CREATE_ENTRY, result
+    await hass.async_block_till_done(wait_background_tasks=True)  # AivisHub's versions too
+    entry: ConfigEntry = result["result"]
+    assert entry.state is ConfigEntryState.LOADED
+    return entry
 
 
 @pytest.fixture

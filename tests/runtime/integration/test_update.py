@@ -1,0 +1,167 @@
+"""The update entities of AivisHub models through Home Assistant's own update component: AivisHub's
+newest version found in the background (every 6 hours), installed with progress, the entry
+reloaded to speak it; AivisHub out of reach or refusing a model: the entity unavailable, the
+voices speaking on; a failed install with nothing lost."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from homeassistant.components.update import UpdateEntityFeature
+from homeassistant.config_entries import ConfigEntry, ConfigEntryState
+from homeassistant.const import STATE_OFF, STATE_ON, STATE_UNAVAILABLE
+from homeassistant.core import Event, HomeAssistant
+from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers.event import async_track_state_change_event
+from homeassistant.setup import async_setup_component
+from homeassistant.util import dt as dt_util
+from pytest_homeassistant_custom_component.common import async_fire_time_changed
+
+from custom_components.yomiage.aivishub_updates import CHECK_INTERVAL
+from custom_components.yomiage.engine.hub.aivishub import API_VARIABLE
+
+from ..fakeaivishub import FakeAivisHub, FakeModel, with_manifest
+from .common import (
+    AIVISHUB_PAGE,
+    DUO_UUID,
+    TINY_A,
+    TINY_A_UUID,
+    aivishub_confirmation,
+    aivishub_speech,
+    download_confirmed,
+    engine_of,
+)
+
+UPDATE = "update.yomiage_aivishub_tiny_a"
+NEWER = with_manifest(TINY_A, version="1.1.0", description="Version 1.1: a calmer voice.")
+
+
+@pytest.fixture(autouse=True)
+async def _http(hass: HomeAssistant) -> None:
+    assert await async_setup_component(hass, "http", {})
+
+
+async def six_hours_later(hass: HomeAssistant) -> None:
+    """The entities' next look at AivisHub."""
+    async_fire_time_changed(hass, dt_util.utcnow() + CHECK_INTERVAL + timedelta(seconds=1))
+    await hass.async_block_till_done(wait_background_tasks=True)
+
+
+def attributes(hass: HomeAssistant, entity_id: str = UPDATE) -> dict[str, Any]:
+    state = hass.states.get(entity_id)
+    assert state is not None
+    return {"state": state.state, **state.attributes}
+
+
+async def test_a_newer_version_is_installed_from_the_update_entity(
+    hass: HomeAssistant, aivishub_entry: ConfigEntry, aivis_hubs: FakeAivisHub, models_dir: Path
+) -> None:
+    shown = attributes(hass)
+    assert shown["state"] == STATE_OFF
+    assert shown["friendly_name"] == "Yomiage AivisHub tiny-a"
+    assert (shown["installed_version"], shown["latest_version"]) == ("1.0.0", "1.0.0")
+    assert shown["title"] == "tiny-a"
+    assert shown["release_url"] == AIVISHUB_PAGE + TINY_A_UUID
+    assert shown["release_summary"].startswith("Random weights")
+    assert shown["supported_features"] == UpdateEntityFeature.INSTALL | UpdateEntityFeature.PROGRESS
+
+    aivis_hubs.add(FakeModel([TINY_A, NEWER]))  # the author uploads 1.1.0
+    await six_hours_later(hass)
+    shown = attributes(hass)
+    assert shown["state"] == STATE_ON
+    assert (shown["installed_version"], shown["latest_version"]) == ("1.0.0", "1.1.0")
+    assert shown["release_summary"] == "Version 1.1: a calmer voice."
+
+    seen = await install(hass)
+    assert seen[0] == (True, 0)
+    assert (True, 100) in seen, "progress shown up to the end"
+    assert aivis_hubs.file_gets()[-1].endswith("/1.1.0.aivmx")
+
+    assert aivishub_entry.state is ConfigEntryState.LOADED
+    voice = engine_of(aivishub_entry).bundle.speakers["tiny-a"].aivm
+    assert voice is not None and voice.version == "1.1.0", "the entry reloaded to speak it"
+    shown = attributes(hass)
+    assert shown["state"] == STATE_OFF and shown["installed_version"] == "1.1.0"
+    assert (models_dir / "aivishub" / f"{TINY_A_UUID}.aivmx").read_bytes() == NEWER
+    await aivishub_speech(hass, "tiny-a/Happy")
+
+
+async def install(hass: HomeAssistant, entity_id: str = UPDATE) -> list[tuple[bool, int | None]]:
+    """``update.install`` as the frontend's Install calls it; (in progress, percentage) of each
+    state the entity showed meanwhile, until the entry has reloaded."""
+    seen: list[tuple[bool, int | None]] = []
+
+    def record(event: Event[Any]) -> None:
+        state = event.data["new_state"]
+        if state is not None and "in_progress" in state.attributes:  # not while it reloads
+            seen.append((state.attributes["in_progress"], state.attributes["update_percentage"]))
+
+    unsubscribe = async_track_state_change_event(hass, entity_id, record)
+    try:
+        await hass.services.async_call("update", "install", {"entity_id": entity_id}, blocking=True)
+        await hass.async_block_till_done(wait_background_tasks=True)
+    finally:
+        unsubscribe()
+    return seen
+
+
+async def test_a_failed_install_loses_nothing(
+    hass: HomeAssistant, aivishub_entry: ConfigEntry, aivis_hubs: FakeAivisHub, models_dir: Path
+) -> None:
+    aivis_hubs.add(FakeModel([TINY_A, NEWER]))
+    aivis_hubs.corrupt(TINY_A_UUID)
+    await six_hours_later(hass)
+    with pytest.raises(HomeAssistantError) as caught:
+        await hass.services.async_call("update", "install", {"entity_id": UPDATE}, blocking=True)
+    assert caught.value.translation_key == "aivishub_verification"
+    shown = attributes(hass)
+    assert (shown["state"], shown["in_progress"]) == (STATE_ON, False)
+    assert shown["installed_version"] == "1.0.0"
+    assert (models_dir / "aivishub" / f"{TINY_A_UUID}.aivmx").read_bytes() == TINY_A
+    assert aivishub_entry.state is ConfigEntryState.LOADED
+    await aivishub_speech(hass, "tiny-a/Happy")
+
+
+async def test_aivishub_down_the_entity_is_unavailable_the_voice_speaks(
+    hass: HomeAssistant, aivishub_entry: ConfigEntry, aivis_hubs: FakeAivisHub
+) -> None:
+    aivis_hubs.answer(TINY_A_UUID, 503)
+    await six_hours_later(hass)
+    assert attributes(hass)["state"] == STATE_UNAVAILABLE
+    await aivishub_speech(hass, "tiny-a/Sad")
+
+    aivis_hubs.answer(TINY_A_UUID, None)
+    await six_hours_later(hass)
+    assert attributes(hass)["state"] == STATE_OFF
+
+
+async def test_a_withdrawn_model_makes_only_its_own_entity_unavailable(
+    hass: HomeAssistant, aivishub_entry: ConfigEntry, aivis_hubs: FakeAivisHub
+) -> None:
+    confirmation = await aivishub_confirmation(hass, DUO_UUID)
+    await download_confirmed(hass, confirmation["flow_id"])
+    await hass.async_block_till_done(wait_background_tasks=True)
+    duo = "update.yomiage_aivishub_tiny_duo"
+    assert attributes(hass, duo)["state"] == STATE_OFF
+
+    aivis_hubs.answer(TINY_A_UUID, 403)
+    await six_hours_later(hass)
+    assert attributes(hass)["state"] == STATE_UNAVAILABLE
+    assert attributes(hass, duo)["state"] == STATE_OFF
+
+
+async def test_a_start_with_aivishub_out_of_reach(
+    hass: HomeAssistant, aivishub_entry: ConfigEntry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files are there: no request is needed to speak; the update entity waits."""
+    with FakeAivisHub([]) as gone:
+        monkeypatch.setenv(API_VARIABLE, gone.api)
+        monkeypatch.setenv("HF_ENDPOINT", gone.url)
+    assert await hass.config_entries.async_reload(aivishub_entry.entry_id)
+    await hass.async_block_till_done(wait_background_tasks=True)
+    assert aivishub_entry.state is ConfigEntryState.LOADED
+    assert attributes(hass)["state"] == STATE_UNAVAILABLE
+    await aivishub_speech(hass, "tiny-a/Happy")

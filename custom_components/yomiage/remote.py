@@ -10,6 +10,10 @@ another machine) can; this client speaks the Wyoming protocol to it with the ``w
   ``synthesize-stop`` → per sentence ``audio-start`` … ``audio-stop``, then
   ``synthesize-stopped``.
 - ``error`` {text, code}: the code is the engine's error key when the engine refused the request.
+- ``yomiage-aivishub-update`` {model} → ``yomiage-aivishub-progress`` {fraction}…, then
+  ``yomiage-aivishub-updated`` (or ``error`` with the download's ``download_<reason>``): the
+  server fetches an AivisHub model's newest version and swaps it in. Which models it keeps up to
+  date its ``info`` says: their voices' attribution is the model's AivisHub page, with a version.
 
 One connection per request, as Home Assistant's own Wyoming client does: a request never waits
 behind another's unread audio, and a server restart costs nothing but the request it cut.
@@ -35,8 +39,12 @@ from wyoming.tts import Synthesize, SynthesizeVoice
 from .backend import InstalledModel, InstallProgress, RequestOptions, SpeechPiece
 from .const import CONF_VOICE
 from .engine import UnknownVoiceError, YomiageError
+from .engine.hub.aivishub import PAGE_ROOT
 from .engine.text.split import split_sentences
 from .engine.wyoming_contract import (
+    AIVISHUB_PROGRESS,
+    AIVISHUB_UPDATE,
+    AIVISHUB_UPDATED,
     LANGUAGE,
     PROGRAM,
     SYNTHESIZE_CHUNK,
@@ -49,6 +57,9 @@ from .engine.wyoming_contract import (
 CONNECT_TIMEOUT_S: Final = 10.0
 # Between two events of an answer: one long sentence on a slow machine, or text still arriving.
 EVENT_TIMEOUT_S: Final = 120.0
+# Between two events of a model's update: the server loads the new version (several minutes on a
+# Raspberry Pi) before it answers; a server that goes away closes the connection sooner.
+UPDATE_TIMEOUT_S: Final = 1800.0
 # Error codes of the server that are the engine's own error keys: translated like local errors.
 # Not invalid_option: the entity checks options itself first, so the server refusing one is a
 # mismatch between the two, a server error (its text names no option).
@@ -63,6 +74,9 @@ ENGINE_ERROR_CODES: Final = frozenset(
     }
 )
 
+
+# The error code of a server's failed AivisHub download: ``download_<reason>``.
+_DOWNLOAD_CODE: Final = "download_"
 
 _T = TypeVar("_T")
 
@@ -101,6 +115,7 @@ class WyomingBackend:
     version: str | None = None
     sample_rate: int | None = None  # learnt from the first audio
     state_options: Mapping[str, str] = field(default_factory=dict)
+    aivishub_models: dict[str, InstalledModel] = field(default_factory=dict)  # as it describes
     defaults_known = False  # the server's settings decide what a request leaves unset
 
     @classmethod
@@ -110,7 +125,13 @@ class WyomingBackend:
             await _write(client, Describe().event())
             info = await _next_of(client, "info")
         program = _yomiage_program(info.data, f"{host}:{port}")
-        return cls(host, port, _voices(program), version=program.get("version"))
+        return cls(
+            host,
+            port,
+            _voices(program),
+            version=program.get("version"),
+            aivishub_models=_aivishub_models(program),
+        )
 
     @property
     def default_voice(self) -> str:
@@ -138,16 +159,22 @@ class WyomingBackend:
         start = Event(type=SYNTHESIZE_START, data={"voice": {"name": self._checked_voice(options)}})
         return self._stream(text, _with_options(start, options))
 
-    @property
-    def aivishub_models(self) -> dict[str, InstalledModel]:
-        """None yet: a server's voices will name their AivisHub model and its version in
-        ``info`` (engine/wyoming_contract.py), and the server will download a model's newest
-        version when asked; until this client reads and asks, a server entry has no update
-        entities."""
-        return {}
-
     async def async_install_aivishub_model(self, uuid: str, progress: InstallProgress) -> None:
-        raise ServerError(f"no AivisHub model {uuid} to update on this server", "unknown_model")
+        """The server downloads the newest version and swaps it in; its voices speak on
+        meanwhile. Its download's failure is AivisHub's (``aivishub_<reason>``)."""
+        async with _connection(self.host, self.port) as client:
+            await _write(client, Event(type=AIVISHUB_UPDATE, data={"model": uuid}))
+            try:
+                while (
+                    event := await _next_of(
+                        client, AIVISHUB_PROGRESS, AIVISHUB_UPDATED, timeout_s=UPDATE_TIMEOUT_S
+                    )
+                ).type == AIVISHUB_PROGRESS:
+                    progress(float(event.data.get("fraction") or 0.0))
+            except ServerError as err:
+                if err.code.startswith(_DOWNLOAD_CODE):
+                    err.translation_key = f"aivishub_{err.code.removeprefix(_DOWNLOAD_CODE)}"
+                raise
 
     async def async_close(self) -> None:
         """Nothing to release: every request has its own connection."""
@@ -269,15 +296,17 @@ async def _write(client: AsyncTcpClient, event: Event) -> None:
         raise ServerUnreachableError(_lost(client, err)) from err
 
 
-async def _next_of(client: AsyncTcpClient, *types: str) -> Event:
+async def _next_of(
+    client: AsyncTcpClient, *types: str, timeout_s: float = EVENT_TIMEOUT_S
+) -> Event:
     """The next event of one of ``types`` (others are skipped); ``error`` raises ServerError."""
     while True:
         try:
-            async with asyncio.timeout(EVENT_TIMEOUT_S):
+            async with asyncio.timeout(timeout_s):
                 event = await client.read_event()
         except TimeoutError:
             raise ServerUnreachableError(
-                f"no answer within {EVENT_TIMEOUT_S:g} s (waiting for {' or '.join(types)})"
+                f"no answer within {timeout_s:g} s (waiting for {' or '.join(types)})"
             ) from None
         except OSError as err:
             raise ServerUnreachableError(_lost(client, err)) from err
@@ -309,6 +338,19 @@ def _voices(program: Mapping[str, Any]) -> dict[str, list[str]]:
     if not voices:
         raise NotYomiageServerError("the Yomiage server offers no voices")
     return voices
+
+
+def _aivishub_models(program: Mapping[str, Any]) -> dict[str, InstalledModel]:
+    """The AivisHub models the server keeps up to date: voices attributed to a model's page,
+    with its version (a server older than that protocol names none)."""
+    models: dict[str, InstalledModel] = {}
+    for voice in program.get("voices") or []:
+        attribution = voice.get("attribution") or {}
+        page, version = str(attribution.get("url") or ""), voice.get("version")
+        if page.startswith(PAGE_ROOT) and version:
+            uuid = page.removeprefix(PAGE_ROOT)
+            models[uuid] = InstalledModel(uuid, str(attribution.get("name") or uuid), str(version))
+    return models
 
 
 def _rate(start: Event) -> int:

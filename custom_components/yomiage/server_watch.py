@@ -1,8 +1,8 @@
 """A server entry's watch on its Yomiage server (the add-on, or one the user runs): asked to
 describe itself every half minute, so that the entity is unavailable while the server is down
 (an add-on restarting or being updated) and speaks again when it is back, with no reload by hand;
-a server whose voices changed reloads the entry, and one older than this integration needs
-raises a repair issue that says what to update."""
+a server whose voices (or their AivisHub versions) changed reloads the entry, and one older than
+this integration needs raises a repair issue that says what to update."""
 
 from __future__ import annotations
 
@@ -54,7 +54,10 @@ class ServerWatch(DataUpdateCoordinator[None]):
             )
         except YomiageError as err:
             raise UpdateFailed(str(err)) from err
-        if answer.voices != self.backend.voices:  # the server's voices changed: new entity
+        if (answer.voices, answer.aivishub_models) != (
+            self.backend.voices,
+            self.backend.aivishub_models,
+        ):  # the server's voices or their versions changed: new entities
             self.hass.config_entries.async_schedule_reload(self.entry.entry_id)
         self.backend.version = answer.version
         check_server_version(self.hass, self.entry, answer.version)

@@ -68,7 +68,8 @@ REPOSITORY = "Another Hugging Face repository, owner/name"
 FOLDER = "A local folder, voices/tiny"
 SERVER = "A Yomiage server at 192.168.1.5, typed or found on the network"
 ADDON = "The add-on, installed by the flow or by hand"
-ROWS = {OFFICIAL_ONE, OFFICIAL_TWO, REPOSITORY, FOLDER, SERVER, ADDON}
+AIVISHUB = "Models from AivisHub, one entry for them all"
+ROWS = {OFFICIAL_ONE, OFFICIAL_TWO, REPOSITORY, FOLDER, SERVER, ADDON, AIVISHUB}
 # The docs' speakers, as the fake Hub's official voices name the tiny bundle's two.
 SPEAKER_NAMES = {"tiny-a": "jvnv-F1-jp", "tiny-b": "jvnv-M1-jp"}
 LAN_ADDRESS = "192.168.1.5"  # the README's server, routed to the tests' server on loopback
@@ -96,7 +97,8 @@ def tts_actions() -> set[str]:
 
 def assert_named_as_the_readme_says(hass: HomeAssistant, entry: ConfigEntry, row: str) -> None:
     assert entry.state is ConfigEntryState.LOADED
-    (entity,) = er.async_entries_for_config_entry(er.async_get(hass), entry.entry_id)
+    entities = er.async_entries_for_config_entry(er.async_get(hass), entry.entry_id)
+    (entity,) = [entity for entity in entities if entity.domain == tts.DOMAIN]
     state = hass.states.get(entity.entity_id)
     assert state is not None
     assert (state.name, entity.entity_id) == readme_table()[row]
@@ -180,6 +182,11 @@ async def test_another_repository(hass: HomeAssistant, voices_hub: FakeHub) -> N
     entry = _created(await download_speakers(hass, result["flow_id"], ["tiny-a"]))
     await hass.async_block_till_done()
     assert_named_as_the_readme_says(hass, entry, REPOSITORY)
+
+
+async def test_models_from_aivishub(hass: HomeAssistant, aivishub_entry: ConfigEntry) -> None:
+    """A model's page pasted (the first model makes the entry; others join it)."""
+    assert_named_as_the_readme_says(hass, aivishub_entry, AIVISHUB)
 
 
 async def test_a_local_folder(hass: HomeAssistant, bundle_dir: Path) -> None:

@@ -1,9 +1,9 @@
 """Yomiage as a user meets it in Home Assistant's own frontend (the newest release, Chromium),
 in English and then with Home Assistant and the browser in Japanese: the add flow's menu, the
-official voices without a network, a voice folder added, the options and the media panel's
-*Say*. Every dialog is read as the user reads it (tests/newest_ha/browser.py): no raw key, no
-backtick, no label cut short, no English in the Japanese UI. ``YOMIAGE_SCREENSHOTS`` names a
-folder for the screenshots of each step."""
+official voices and a voice from AivisHub without a network, a voice folder added, the options
+and the media panel's *Say*. Every dialog is read as the user reads it (tests/newest_ha/browser.py):
+no raw key, no backtick, no label cut short, no English in the Japanese UI.
+``YOMIAGE_SCREENSHOTS`` names a folder for the screenshots of each step."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ MESSAGES = {"en": "おはようございます。", "ja": "今日は晴れです
 FLOW_DIALOG = "dialog-data-entry-flow"
 SAY = {"en": "Say", "ja": "発言"}  # the media panel's button, in the frontend's own words
 CHECK_TIMEOUT_MS = 60_000  # the flow loads and checks the bundle before it answers
+AIVISHUB_PAGE = "https://hub.aivis-project.com/aivm-models/797d6d8d-647e-5f8b-a997-4d5f5bcb91f1"
 
 
 def ours(language: str) -> dict[str, Any]:
@@ -61,6 +62,19 @@ def walk_add_flow(page: Page, hass: Hass, language: str, shots: Path | None) -> 
     check_shown(dialog, language, "official voices offline")
     screenshot(page, shots, f"{language}-2-official-offline")
     close_flow(page, texts["step"]["official"]["title"])
+
+    # A voice from AivisHub, its page pasted without a network: the form says why.
+    open_add_flow(page, hass, menu["title"])
+    aivishub = texts["step"]["aivishub"]
+    dialog.get_by_text(menu["menu_options"]["aivishub"], exact=True).click()
+    expect(dialog.get_by_text(aivishub["title"], exact=True)).to_be_visible()
+    check_shown(dialog, language, "AivisHub page form")
+    dialog.locator("input").first.fill(AIVISHUB_PAGE)
+    dialog.locator("input").first.press("Enter")
+    expect(dialog.get_by_text(texts["error"]["aivishub_offline"], exact=True)).to_be_visible()
+    check_shown(dialog, language, "AivisHub offline")
+    screenshot(page, shots, f"{language}-2-aivishub-offline")
+    close_flow(page, aivishub["title"])
 
     open_add_flow(page, hass, menu["title"])
     dialog.get_by_text(menu["menu_options"]["local"], exact=True).click()

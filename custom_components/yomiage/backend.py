@@ -108,9 +108,9 @@ class SpeechBackend(Protocol):
         from AivisHub, not files the user laid out."""
 
     async def async_install_aivishub_model(self, uuid: str, progress: InstallProgress) -> None:
-        """Fetch model ``uuid``'s newest version into place (the voices in use keep speaking
-        the old one until the entry reloads); a failure is a ``YomiageError`` with nothing
-        lost."""
+        """Have model ``uuid``'s newest version fetched and put in place, the old one speaking
+        meanwhile (here until the entry reloads; a server swaps the new one in itself); a
+        failure is a ``YomiageError``, with nothing lost."""
 
     async def async_close(self) -> None:
         """Release what it holds (sessions, connections)."""

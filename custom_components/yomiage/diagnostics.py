@@ -15,7 +15,9 @@ from homeassistant.components.diagnostics import async_redact_data
 from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import HomeAssistant
 
-from . import YomiageConfigEntry, YomiageData, const
+from . import YomiageConfigEntry, const
+from .aivishub_updates import AivisHubUpdates
+from .backend import SpeechBackend
 from .const import CONF_PATH, CONF_TOKEN, CONF_USER_DICTIONARY
 
 TO_REDACT = {CONF_TOKEN, CONF_USER_DICTIONARY}
@@ -39,19 +41,19 @@ async def async_get_config_entry_diagnostics(
             "recent_requests": [_timing_report(asdict(t)) for t in loaded.timings],
         }
         if loaded.updates is not None:
-            diagnostics["aivishub_models"] = _aivishub_report(loaded)
+            diagnostics["aivishub_models"] = _aivishub_report(loaded.backend, loaded.updates)
     return diagnostics
 
 
-def _aivishub_report(loaded: YomiageData) -> list[dict[str, Any]]:
+def _aivishub_report(backend: SpeechBackend, updates: AivisHubUpdates) -> list[dict[str, Any]]:
     """Each AivisHub model: installed, and AivisHub's newest where it answered."""
-    newest = (loaded.updates.data if loaded.updates else None) or {}
+    newest = updates.data or {}
     return [
         {
             **asdict(model),
             "newest_version": detail.file.version if (detail := newest.get(uuid)) else None,
         }
-        for uuid, model in loaded.backend.aivishub_models.items()
+        for uuid, model in backend.aivishub_models.items()
     ]
 
 

@@ -123,15 +123,20 @@ async def install(hass: HomeAssistant, entity_id: str = UPDATE) -> list[tuple[bo
     return seen
 
 
+async def install_a_corrupt_file(hass: HomeAssistant, hub: FakeAivisHub, entity_id: str) -> None:
+    """1.1.0 published, its file damaged on the way: Install fails with AivisHub's message."""
+    hub.add(FakeModel([TINY_A, NEWER]))
+    hub.corrupt(TINY_A_UUID)
+    await six_hours_later(hass)
+    with pytest.raises(HomeAssistantError) as caught:
+        await hass.services.async_call("update", "install", {"entity_id": entity_id}, blocking=True)
+    assert caught.value.translation_key == "aivishub_verification"
+
+
 async def test_a_failed_install_loses_nothing(
     hass: HomeAssistant, aivishub_entry: ConfigEntry, aivis_hubs: FakeAivisHub, models_dir: Path
 ) -> None:
-    aivis_hubs.add(FakeModel([TINY_A, NEWER]))
-    aivis_hubs.corrupt(TINY_A_UUID)
-    await six_hours_later(hass)
-    with pytest.raises(HomeAssistantError) as caught:
-        await hass.services.async_call("update", "install", {"entity_id": UPDATE}, blocking=True)
-    assert caught.value.translation_key == "aivishub_verification"
+    await install_a_corrupt_file(hass, aivis_hubs, UPDATE)
     shown = attributes(hass)
     assert (shown["state"], shown["in_progress"]) == (STATE_ON, False)
     assert shown["installed_version"] == "1.0.0"
@@ -246,12 +251,7 @@ async def test_a_servers_failed_download_is_aivishubs_message(
     hass: HomeAssistant, server: WyomingTtsServer, aivis_hub: FakeAivisHub
 ) -> None:
     speaker, update = await server_entry(hass, server)
-    aivis_hub.add(FakeModel([TINY_A, NEWER]))
-    aivis_hub.corrupt(TINY_A_UUID)
-    await six_hours_later(hass)
-    with pytest.raises(HomeAssistantError) as caught:
-        await hass.services.async_call("update", "install", {"entity_id": update}, blocking=True)
-    assert caught.value.translation_key == "aivishub_verification"
+    await install_a_corrupt_file(hass, aivis_hub, update)
     assert attributes(hass, update)["installed_version"] == "1.0.0"
     await aivishub_speech(hass, "tiny-a/Happy", speaker)
 

@@ -18,7 +18,7 @@ from . import const
 from .const import CONF_MODELS, CONF_SOURCE, SOURCE_AIVISHUB
 from .engine import BundleError
 from .engine.aivm import SUFFIX, read_aivmx
-from .engine.hub.aivishub import AivisModel, fetch_model, model_detail, model_uuid
+from .engine.hub.aivishub import AivisModel, fetch_model, forget_model, model_detail, model_uuid
 from .engine.hub.download import (
     DEFAULT_REPO,
     Progress,
@@ -26,9 +26,9 @@ from .engine.hub.download import (
     fetch_bundle,
     list_offer,
 )
+from .engine.onnx import graph_cache
 from .hub import download_folder
 from .local_setup import downloaded_language_model, prepared_graphs
-from .translated_errors import aivishub_errors
 
 UNIQUE_ID: Final = "aivishub"  # the one AivisHub entry
 TITLE: Final = "AivisHub"
@@ -48,8 +48,7 @@ def model_file(uuid: str) -> Path:
 
 def look_up(text: str) -> AivisModel:
     """The model a page's URL or a UUID names, as AivisHub describes it (one request)."""
-    with aivishub_errors():
-        return model_detail(model_uuid(text))
+    return model_detail(model_uuid(text))
 
 
 def fetch_voice(model: AivisModel, progress: ProgressCallback | None = None) -> None:
@@ -62,8 +61,7 @@ def fetch_voice(model: AivisModel, progress: ProgressCallback | None = None) -> 
     def moved(offset: int) -> ProgressCallback:
         return lambda step: report(Progress(offset + step.done_bytes, total, step.path))
 
-    with aivishub_errors():
-        fetch_model(aivishub_folder(), model, progress=moved(0))
+    fetch_model(aivishub_folder(), model, progress=moved(0))
     if offer is not None:
         _fetch_language_model(offer.commit, moved(model.file.size))
 
@@ -92,16 +90,13 @@ def model_names(uuids: Iterable[str]) -> dict[str, str]:
 
 
 def remove_models(uuids: Iterable[str]) -> None:
-    """Delete models' files and the graphs prepared from them (graph_cache names a prepared
-    graph after its source file: ``<uuid>.<part>-...``)."""
-    graphs = prepared_graphs(str(aivishub_folder()))
+    """Delete models' files, what cut transfers of them left, and the graphs prepared from
+    them."""
+    folder = aivishub_folder()
+    graphs = prepared_graphs(str(folder))
     for uuid in uuids:
-        model_file(uuid).unlink(missing_ok=True)
-        for prepared in graphs.glob(f"{uuid}[.-]*"):
-            if prepared.is_dir():
-                shutil.rmtree(prepared, ignore_errors=True)
-            else:
-                prepared.unlink(missing_ok=True)
+        graph_cache.drop_source(model_file(uuid), graphs)
+        forget_model(folder, uuid)
 
 
 def remove_folder() -> None:

@@ -16,7 +16,6 @@ from .engine import ArrivingText, SynthesisOptions
 from .engine.hub.aivishub import fetch_model, model_detail
 from .engine.hub.download import Progress, ProgressCallback
 from .shared_dictionary import SharedDictionary
-from .translated_errors import aivishub_errors
 
 if TYPE_CHECKING:
     from .engine import AudioChunk, Engine
@@ -178,8 +177,7 @@ def _piece(chunk: AudioChunk) -> SpeechPiece:
 
 
 def _install(folder: Path, uuid: str, progress: ProgressCallback) -> None:
-    with aivishub_errors():
-        fetch_model(folder, model_detail(uuid), progress=progress)
+    fetch_model(folder, model_detail(uuid), progress=progress)
 
 
 def _voice_file(aivm: AivmVoice | None) -> dict[str, Any] | None:

@@ -29,7 +29,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, get_args
 
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
@@ -40,6 +40,7 @@ from .backend import InstalledModel, InstallProgress, RequestOptions, SpeechPiec
 from .const import CONF_VOICE
 from .engine import UnknownVoiceError, YomiageError
 from .engine.hub.aivishub import PAGE_ROOT
+from .engine.hub.errors import AivisHubError, Reason
 from .engine.text.split import split_sentences
 from .engine.wyoming_contract import (
     AIVISHUB_PROGRESS,
@@ -75,8 +76,8 @@ ENGINE_ERROR_CODES: Final = frozenset(
 )
 
 
-# The error code of a server's failed AivisHub download: ``download_<reason>``.
-_DOWNLOAD_CODE: Final = "download_"
+# A server's failed AivisHub download: its error's code is the engine's translation key.
+AIVISHUB_ERROR_CODES: Final = frozenset(f"{AivisHubError.source}_{r}" for r in get_args(Reason))
 
 _T = TypeVar("_T")
 
@@ -101,7 +102,7 @@ class ServerError(YomiageError):
     def __init__(self, message: str, code: str) -> None:
         super().__init__(message)
         self.code = code
-        if code in ENGINE_ERROR_CODES:
+        if code in ENGINE_ERROR_CODES | AIVISHUB_ERROR_CODES:
             self.translation_key = code
 
 
@@ -161,20 +162,15 @@ class WyomingBackend:
 
     async def async_install_aivishub_model(self, uuid: str, progress: InstallProgress) -> None:
         """The server downloads the newest version and swaps it in; its voices speak on
-        meanwhile. Its download's failure is AivisHub's (``aivishub_<reason>``)."""
+        meanwhile. Its download's failure comes with AivisHub's translation key."""
         async with _connection(self.host, self.port) as client:
             await _write(client, Event(type=AIVISHUB_UPDATE, data={"model": uuid}))
-            try:
-                while (
-                    event := await _next_of(
-                        client, AIVISHUB_PROGRESS, AIVISHUB_UPDATED, timeout_s=UPDATE_TIMEOUT_S
-                    )
-                ).type == AIVISHUB_PROGRESS:
-                    progress(float(event.data.get("fraction") or 0.0))
-            except ServerError as err:
-                if err.code.startswith(_DOWNLOAD_CODE):
-                    err.translation_key = f"aivishub_{err.code.removeprefix(_DOWNLOAD_CODE)}"
-                raise
+            while (
+                event := await _next_of(
+                    client, AIVISHUB_PROGRESS, AIVISHUB_UPDATED, timeout_s=UPDATE_TIMEOUT_S
+                )
+            ).type == AIVISHUB_PROGRESS:
+                progress(float(event.data.get("fraction") or 0.0))
 
     async def async_close(self) -> None:
         """Nothing to release: every request has its own connection."""

@@ -16,7 +16,6 @@ from homeassistant.exceptions import HomeAssistantError
 
 from .const import CONF_HOST, CONF_PORT, CONF_REPO_ID, CONF_REVISION, DOMAIN
 from .engine import YomiageError
-from .engine.hub.errors import FetchError
 
 _LOGGER = logging.getLogger(__package__)
 
@@ -49,14 +48,3 @@ def entry_placeholders(data: Mapping[str, Any]) -> dict[str, str]:
     if CONF_REPO_ID in data:
         return {"repo": str(data[CONF_REPO_ID]), "revision": str(data.get(CONF_REVISION) or "")}
     return {}
-
-
-@contextmanager
-def aivishub_errors() -> Iterator[None]:
-    """AivisHub's failures inside get translation keys of their own, ``aivishub_<reason>``: the
-    download's (``download_<reason>``) name the Hugging Face Hub."""
-    try:
-        yield
-    except FetchError as err:
-        err.translation_key = f"aivishub_{err.reason}"
-        raise

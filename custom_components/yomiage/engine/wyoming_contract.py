@@ -17,7 +17,7 @@ voice of an AIVMX file names its model in its attribution's url (the model's Aiv
 model's newest version with ``AIVISHUB_UPDATE`` ``{"model": uuid}``; the server answers
 ``AIVISHUB_PROGRESS`` ``{"model", "fraction"}`` while it downloads, then ``AIVISHUB_UPDATED``
 ``{"model", "version"}`` once the new file speaks, or ``error`` whose code is the download
-failure's translation key (``download_<reason>``). A server older than this protocol gives no
+failure's translation key (``aivishub_<reason>``). A server older than this protocol gives no
 version and no page: its voices get no updates.
 """
 

@@ -29,6 +29,7 @@ from custom_components.yomiage.diagnostics import async_get_config_entry_diagnos
 from custom_components.yomiage.engine.hub import aivishub
 from custom_components.yomiage.engine.hub.aivishub import API_VARIABLE
 from custom_components.yomiage.engine.hub.download import DEFAULT_REPO
+from custom_components.yomiage.local_setup import prepared_graphs
 
 from ..fakeaivishub import LICENSE_TEXT, FakeAivisHub, FakeModel, manifest_of, with_manifest
 from ..fakehub import FakeHub
@@ -269,8 +270,13 @@ async def test_aivishub_down_during_the_download(
 
 
 async def test_models_added_and_removed_in_the_options(
-    hass: HomeAssistant, aivishub_entry: ConfigEntry, aivis_hubs: FakeAivisHub, models_dir: Path
+    hass: HomeAssistant,
+    aivishub_entry: ConfigEntry,
+    aivis_hubs: FakeAivisHub,
+    models_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("YOMIAGE_GRAPH_CACHE", "1")  # the reloads prepare graphs: removed too
     options = hass.config_entries.options
     menu = await options.async_init(aivishub_entry.entry_id)
     assert (menu["type"], menu["step_id"]) == (FlowResultType.MENU, "aivishub_menu")
@@ -297,11 +303,17 @@ async def test_models_added_and_removed_in_the_options(
     assert result["errors"] == {"base": "aivishub_none_chosen"}
     result = await options.async_configure(form["flow_id"], {CONF_MODELS: [TINY_A_UUID, DUO_UUID]})
     assert result["errors"] == {"base": "aivishub_keep_one"}
+    prepared = prepared_graphs(aivishub_entry.data[CONF_PATH]) / "sessions"
+    for uuid in (TINY_A_UUID, DUO_UUID):
+        assert any(path.name.startswith(uuid) for path in prepared.iterdir())
     result = await options.async_configure(form["flow_id"], {CONF_MODELS: [TINY_A_UUID]})
     assert (result["type"], result["reason"]) == (FlowResultType.ABORT, "aivishub_models_removed")
     await hass.async_block_till_done()
     assert aivishub_entry.data[CONF_MODELS] == [DUO_UUID]
     assert not (aivishub_folder(models_dir) / f"{TINY_A_UUID}.aivmx").exists()
+    names = [path.name for path in prepared.iterdir()]
+    assert not any(name.startswith(TINY_A_UUID) for name in names)  # its prepared graphs gone
+    assert any(name.startswith(DUO_UUID) for name in names)
     assert aivishub_entry.state is ConfigEntryState.LOADED
     assert set(engine_of(aivishub_entry).voices) == {"duo-a", "duo-b"}
     await aivishub_speech(hass, "duo-a/Sad")

@@ -113,7 +113,7 @@ async def test_the_newest_already_there_loads_nothing(
 
 @pytest.mark.parametrize(
     ("fault", "code"),
-    [("down", "download_hub_down"), ("cut", "download_interrupted"), ("other", "unknown_model")],
+    [("down", "aivishub_hub_down"), ("cut", "aivishub_interrupted"), ("other", "unknown_model")],
 )
 async def test_a_failed_update_is_an_error_and_the_voice_speaks_on(
     server: WyomingTtsServer, hub: FakeAivisHub, voices: Path, fault: str, code: str

@@ -24,9 +24,10 @@ The integration (config flow, update entities), the ``yomiage fetch`` command an
   whoever looks for voices in ``folder`` never finds half a file.
 - ``progress`` as for the Hugging Face download (``download.Progress``, called from the
   downloading thread; raising from it stops the transfer, the partial file is kept).
-- Every failure is a ``FetchError`` with a ``reason``: not_a_model (neither a page's URL nor a
-  UUID), unknown_model (404), private_model (403), hub_down (AivisHub answers 5xx), hub_error,
-  offline, unsupported_model, no_japanese, interrupted, verification, disk_full, storage, busy.
+- Every failure is an ``AivisHubError`` (a ``FetchError`` whose translation key is
+  ``aivishub_<reason>``) with a ``reason``: not_a_model (neither a page's URL nor a UUID),
+  unknown_model (404), private_model (403), hub_down (AivisHub answers 5xx), hub_error, offline,
+  unsupported_model, no_japanese, interrupted, verification, disk_full, storage, busy.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from typing import IO, Any
 from ..aivm import JAPANESE, SUFFIX, read_aivmx
 from ..errors import BundleError
 from .download import Progress, ProgressCallback
-from .errors import FetchError, megabytes
+from .errors import AivisHubError, FetchError, megabytes
 from .store import ModelDir, storage_error
 
 API_ROOT = "https://api.aivis-project.com/v1"
@@ -97,7 +98,7 @@ def model_uuid(text: str) -> str:
     """The model UUID in ``text``: a model page's URL, or the UUID itself."""
     found = _UUID.search(text.strip().lower())
     if found is None or not (text.strip().lower() == found[0] or "aivm-models/" in text):
-        raise FetchError(
+        raise AivisHubError(
             "not_a_model",
             f"{text.strip()[:80]!r} is neither an AivisHub model page ({PAGE_ROOT}...) nor a UUID",
         )
@@ -110,13 +111,13 @@ def model_detail(uuid: str, *, api: str | None = None) -> AivisModel:
         try:
             detail = json.load(response)
         except (OSError, HTTPException) as err:
-            raise FetchError("offline", f"AivisHub: the detail of {uuid} broke off") from err
+            raise AivisHubError("offline", f"AivisHub: the detail of {uuid} broke off") from err
         except ValueError as err:
-            raise FetchError("hub_error", f"AivisHub: the detail of {uuid} is not JSON") from err
+            raise AivisHubError("hub_error", f"AivisHub: the detail of {uuid} is not JSON") from err
     try:
         return _model(uuid, detail)
     except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise FetchError("hub_error", f"AivisHub: the detail of {uuid} is unreadable") from err
+        raise AivisHubError("hub_error", f"AivisHub: the detail of {uuid} is unreadable") from err
 
 
 def fetch_model(
@@ -132,12 +133,25 @@ def fetch_model(
     target = store.root / f"{model.uuid}{SUFFIX}"
     if _is_installed(target, model):
         return target
-    with store.held():
-        partial = store.blobs / f"{model.uuid}-{model.file.version}.partial"
-        _transfer(model, partial, _api(api), progress)
-        _verify(partial, model)
-        os.replace(partial, target)
+    try:
+        with store.held():
+            partial = store.blobs / f"{model.uuid}-{model.file.version}.partial"
+            _transfer(model, partial, _api(api), progress)
+            _verify(partial, model)
+            os.replace(partial, target)
+    except FetchError as err:  # the folder's failures (busy, disk full) are this voice's too
+        if isinstance(err, AivisHubError):
+            raise
+        raise AivisHubError(err.reason, str(err)) from err
     return target
+
+
+def forget_model(folder: str | Path, uuid: str) -> None:
+    """Model ``uuid``'s file in ``folder`` deleted, and what a cut transfer of it left."""
+    store = ModelDir(Path(folder).expanduser())
+    (store.root / f"{uuid}{SUFFIX}").unlink(missing_ok=True)
+    for partial in store.blobs.glob(f"{uuid}-*.partial"):
+        partial.unlink(missing_ok=True)
 
 
 def _is_installed(path: Path, model: AivisModel) -> bool:
@@ -164,12 +178,12 @@ def installed_models(folder: str | Path) -> dict[str, str]:
 def _model(uuid: str, detail: Mapping[str, Any]) -> AivisModel:
     files = [f for f in detail["model_files"] if str(f["model_type"]).upper() == "AIVMX"]
     if not files:
-        raise FetchError("unsupported_model", f"AivisHub offers no AIVMX file of {uuid}")
+        raise AivisHubError("unsupported_model", f"AivisHub offers no AIVMX file of {uuid}")
     newest = files[0]  # AivisHub lists the newest first
     architecture = str(newest["model_architecture"])
     name = str(detail["name"])
     if architecture != JP_EXTRA:
-        raise FetchError(
+        raise AivisHubError(
             "unsupported_model", f"{name}: a {architecture} model; Yomiage speaks {JP_EXTRA} ones"
         )
     speakers = tuple(
@@ -178,7 +192,7 @@ def _model(uuid: str, detail: Mapping[str, Any]) -> AivisModel:
         if JAPANESE & {str(language).lower() for language in s["supported_languages"]}
     )
     if not speakers:
-        raise FetchError("no_japanese", f"{name}: none of its speakers speaks Japanese")
+        raise AivisHubError("no_japanese", f"{name}: none of its speakers speaks Japanese")
     user = detail.get("user") or {}
     return AivisModel(
         uuid=uuid,
@@ -208,7 +222,7 @@ def _transfer(
         have = 0
     free = shutil.disk_usage(partial.parent).free
     if size - have > free:
-        raise FetchError(
+        raise AivisHubError(
             "disk_full",
             f"{partial.parent}: {model.name} needs {megabytes(size - have)} more, "
             f"{megabytes(free)} free",
@@ -255,7 +269,7 @@ def _copy(
 
 
 def _interrupted(model: AivisModel, have: int, why: object) -> FetchError:
-    return FetchError(
+    return AivisHubError(
         "interrupted",
         f"{model.name}: the transfer broke after {megabytes(have)} of "
         f"{megabytes(model.file.size)} ({why}); the next try continues it",
@@ -278,7 +292,7 @@ def _verify(partial: Path, model: AivisModel) -> None:
             problem = f"not an AIVMX file ({err.problem})"
     if problem:
         partial.unlink()
-        raise FetchError(
+        raise AivisHubError(
             "verification", f"{model.name} {model.file.version}: {problem}; deleted, try again"
         )
 
@@ -306,7 +320,7 @@ def _opened(url: str, uuid: str, headers: Mapping[str, str] | None = None) -> It
     except urllib.error.HTTPError as err:
         raise _status_error(uuid, err.code) from err
     except (urllib.error.URLError, OSError, HTTPException) as err:
-        raise FetchError(
+        raise AivisHubError(
             "offline", f"cannot reach AivisHub ({getattr(err, 'reason', err)})"
         ) from err
     with response:
@@ -315,9 +329,9 @@ def _opened(url: str, uuid: str, headers: Mapping[str, str] | None = None) -> It
 
 def _status_error(uuid: str, status: int) -> FetchError:
     if status == 404:
-        return FetchError("unknown_model", f"AivisHub has no published model {uuid}")
+        return AivisHubError("unknown_model", f"AivisHub has no published model {uuid}")
     if status == 403:
-        return FetchError("private_model", f"AivisHub model {uuid} is private or withdrawn")
+        return AivisHubError("private_model", f"AivisHub model {uuid} is private or withdrawn")
     if status >= 500:
-        return FetchError("hub_down", f"AivisHub is unavailable (HTTP {status}); try later")
-    return FetchError("hub_error", f"AivisHub answered HTTP {status} for {uuid}")
+        return AivisHubError("hub_down", f"AivisHub is unavailable (HTTP {status}); try later")
+    return AivisHubError("hub_error", f"AivisHub answered HTTP {status} for {uuid}")

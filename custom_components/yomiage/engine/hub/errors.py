@@ -33,10 +33,18 @@ Reason = Literal[
 class FetchError(DownloadError):
     """A download failed; ``reason`` says why in one word, the message in one line."""
 
+    source = "download"  # the translation keys' prefix: these name the Hugging Face Hub
+
     def __init__(self, reason: Reason, message: str) -> None:
         super().__init__(message)
         self.reason: Reason = reason
-        self.translation_key = f"download_{reason}"
+        self.translation_key = f"{self.source}_{reason}"
+
+
+class AivisHubError(FetchError):
+    """A voice from AivisHub failed: its translations name AivisHub (``aivishub_<reason>``)."""
+
+    source = "aivishub"
 
 
 def megabytes(size: int) -> str:

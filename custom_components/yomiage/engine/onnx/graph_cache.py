@@ -20,6 +20,19 @@ def default_cache_dir() -> Path:
     return Path(base) / "yomiage"
 
 
+def entries_folder(cache_dir: Path | None) -> Path:
+    """Where the prepared graphs of a cache folder (None: ``default_cache_dir``) lie."""
+    return (cache_dir or default_cache_dir()) / "sessions"
+
+
+def drop_source(source: Path, cache_dir: Path | None) -> None:
+    """Every entry prepared from ``source``, of every part and version (a voice removed)."""
+    resolved = source.resolve()
+    folder = entries_folder(cache_dir)
+    for entry in folder.glob(f"{resolved.stem}*-{_place(resolved)}-*"):
+        drop_entry(entry)
+
+
 def cache_entry(source: Path, folder: Path, settings: str, suffix: str, label: str = "") -> Path:
     """Where a prepared form of ``source`` lives: named after the source's path (and ``label``,
     for several files made from one source), versioned by its size, mtime and ``settings``
@@ -27,10 +40,14 @@ def cache_entry(source: Path, folder: Path, settings: str, suffix: str, label: s
     resolved = source.resolve()
     stat = resolved.stat()
     identity = f"{stat.st_size}|{stat.st_mtime_ns}|{settings}"
-    place = hashlib.sha256(str(resolved).encode()).hexdigest()[:10]
     version = hashlib.sha256(identity.encode()).hexdigest()[:10]
     name = f"{resolved.stem}.{label}" if label else resolved.stem
-    return folder / f"{name}-{place}-{version}{suffix}"
+    return folder / f"{name}-{_place(resolved)}-{version}{suffix}"
+
+
+def _place(resolved: Path) -> str:
+    """A source's part of its entries' names: the same path, the same entries."""
+    return hashlib.sha256(str(resolved).encode()).hexdigest()[:10]
 
 
 def install_entry(built: Path, entry: Path) -> None:

@@ -231,7 +231,7 @@ class SessionFactory:
         return (*machine.saved_for(), SAVED_AS, kind.value, *cuts, *passes)
 
     def _cache_folder(self) -> Path:
-        return (self.cache_dir or graph_cache.default_cache_dir()) / "sessions"
+        return graph_cache.entries_folder(self.cache_dir)
 
     def _from_cache(self, source: Path, kind: GraphKind) -> ort.InferenceSession | None:
         """The session from the prepared copy of ``source`` (made now if needed), or None if the

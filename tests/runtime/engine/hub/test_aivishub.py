@@ -14,6 +14,7 @@ from custom_components.yomiage.engine.hub import aivishub
 from custom_components.yomiage.engine.hub.aivishub import (
     API_VARIABLE,
     fetch_model,
+    forget_model,
     installed_models,
     model_detail,
     model_uuid,
@@ -110,7 +111,7 @@ def test_each_refusal_has_its_reason(hub: FakeAivisHub, status: int, reason: str
     with pytest.raises(FetchError) as caught:
         model_detail(UUID)
     assert caught.value.reason == reason
-    assert caught.value.translation_key == f"download_{reason}"
+    assert caught.value.translation_key == f"aivishub_{reason}"
 
 
 def test_an_unreachable_aivishub_is_offline(
@@ -235,3 +236,15 @@ def test_the_engine_speaks_the_fetched_voice_and_only_its_japanese_speakers(
         assert engine.synthesize("はい。", QUIET).audio.size > 0
     finally:
         engine.close()
+
+
+def test_a_removed_model_leaves_no_file_nor_partial(hub: FakeAivisHub, tmp_path: Path) -> None:
+    model = model_detail(UUID)
+    fetch_model(tmp_path, model)
+    hub.add(FakeModel([TINY_A, with_manifest(TINY_A, version="1.1.0")]))
+    hub.cut_next(UUID, 1000)
+    with pytest.raises(FetchError):
+        fetch_model(tmp_path, model_detail(UUID))
+    forget_model(tmp_path, UUID)
+    assert installed_models(tmp_path) == {}
+    assert not list((tmp_path / ".yomiage" / "blobs").iterdir())

@@ -13,10 +13,11 @@ Two ways in, one server:
 
 Voices: the official Hub repository or another repo id → ``yomiage fetch`` into
 ``/data/voices/<owner>--<name>`` (only new or changed files are downloaded; when the Hub cannot
-be reached, voices already there are used); AivisHub models (page URLs or UUIDs) → ``yomiage
-fetch`` of those not there yet into ``/data/voices/aivishub`` (the official language model beside
-it, once), served with ``--aivishub`` so that Home Assistant installs their updates; or a local
-bundle folder (the add-on: under /share or /media). ``run.py healthcheck`` exits 0 when the
+be reached, voices already there are used); or a local bundle folder (the add-on: under /share or
+/media). AivisHub models (page URLs or UUIDs) join the downloaded voices: ``yomiage fetch`` of
+those not there yet into the same folder (``/data/voices/aivishub`` where they are all the voices,
+with the official language model beside it), served with ``--aivishub`` so that Home Assistant
+installs their updates. ``run.py healthcheck`` exits 0 when the
 server answers ``describe`` (the image's HEALTHCHECK). Standard library only.
 YOMIAGE_ADDON_DATA, YOMIAGE_SUPERVISOR_URL and YOMIAGE_ANNOUNCE_HOST move the data folder, the
 Supervisor and the announced host (tests; the add-on uses the defaults).
@@ -68,7 +69,7 @@ class AddonOptions:
     hub_repo: str
     local_folder: str
     speakers: tuple[str, ...]
-    aivishub_models: tuple[str, ...]  # page URLs or UUIDs, with voices: aivishub
+    aivishub_models: tuple[str, ...]  # page URLs or UUIDs: beside the downloaded voices
     threads: int | None
     volume: float  # dB over the loudness target, for requests that do not set it
     pitch: float  # f0 multiplier, for requests that do not set it
@@ -105,6 +106,11 @@ class AddonOptions:
         models = _texts(raw, "aivishub_models", "AivisHub model pages or UUIDs")
         if voices == "aivishub" and not models:
             raise AddonError("voices is 'aivishub': list the models' pages in aivishub_models")
+        if voices == "local" and models:
+            raise AddonError(
+                "aivishub_models join downloaded voices (official, hub or aivishub), not a "
+                "local folder: copy their .aivmx files into it instead"
+            )
         return cls(
             voices=voices,
             hub_repo=str(raw.get("hub_repo") or "").strip(),
@@ -155,7 +161,7 @@ def options_from_arguments(argv: Sequence[str], environ: Mapping[str, str]) -> A
         "--aivishub-model",
         dest="aivishub_models",
         action="append",
-        help="with --voices aivishub: a model's AivisHub page or UUID; repeat it "
+        help="a model's AivisHub page or UUID, beside the downloaded voices; repeat it "
         "(YOMIAGE_AIVISHUB_MODELS, comma-separated)",
     )
     parser.add_argument(
@@ -235,16 +241,15 @@ def plan_voices(
             data_dir / "prepared-graphs",
             official if official.is_dir() else None,
         )
+    prepared, models = data_dir / "prepared-graphs", options.aivishub_models
     if options.voices == "aivishub":  # the official BERT lands beside it (yomiage fetch)
-        prepared = data_dir / "prepared-graphs"
-        folder = data_dir / "voices" / "aivishub"
-        return VoicesPlan(folder, None, prepared, aivishub_models=options.aivishub_models)
+        return VoicesPlan(data_dir / "voices" / "aivishub", None, prepared, aivishub_models=models)
     repo = OFFICIAL_REPO if options.voices == "official" else options.hub_repo
     if not _REPO_ID.match(repo):
         raise AddonError(
             f"hub_repo must be a Hugging Face repository id like owner/name, not {repo!r}"
         )
-    return VoicesPlan(_downloaded(data_dir, repo), repo, data_dir / "prepared-graphs")
+    return VoicesPlan(_downloaded(data_dir, repo), repo, prepared, aivishub_models=models)
 
 
 def _downloaded(data_dir: Path, repo: str) -> Path:
@@ -342,15 +347,19 @@ class Child:
 
 
 def ensure_voices(plan: VoicesPlan, options: AddonOptions, child: Child) -> None:
-    """Fetch (or update) the voices; with the Hub out of reach, go on with what is on disk."""
+    """Fetch (or update) the voices, then the AivisHub models not there yet; with the Hub out of
+    reach, go on with what is on disk."""
+    if plan.repo is not None:
+        _ensure_hub_voices(plan, options, child)
     for model in plan.aivishub_models:
+        if child.stopping:
+            return
         _LOGGER.info("voices: AivisHub model %s", model)
         if child.run(aivishub_fetch_command(plan, model)).wait() != 0 and not child.stopping:
             raise AddonError(f"could not download AivisHub model {model} (see the log above)")
-        if child.stopping:
-            return
-    if plan.repo is None:
-        return
+
+
+def _ensure_hub_voices(plan: VoicesPlan, options: AddonOptions, child: Child) -> None:
     _LOGGER.info("voices: %s (checking the Hugging Face Hub for new files)", plan.repo)
     if child.run(fetch_command(plan, options)).wait() == 0 or child.stopping:
         return

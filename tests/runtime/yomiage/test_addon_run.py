@@ -351,6 +351,31 @@ def test_aivishub_voices_need_models(run: ModuleType) -> None:
         _options(run, voices="aivishub")
     with pytest.raises(run.AddonError, match="aivishub_models must be a list"):
         _options(run, voices="aivishub", aivishub_models=PAGE)
+    with pytest.raises(run.AddonError, match="not a local folder"):
+        _options(run, voices="local", aivishub_models=[PAGE])
+
+
+def test_aivishub_models_join_the_official_voices_in_their_folder(
+    run: ModuleType, tmp_path: Path
+) -> None:
+    """The Hub's voices first (their folder has the language model), then the models into it."""
+    calls: list[list[str]] = []
+
+    class Child:
+        stopping = False
+
+        def run(self, command: list[str]) -> SimpleNamespace:
+            calls.append(command)
+            return SimpleNamespace(wait=lambda: 0)
+
+    options = _options(run, aivishub_models=[PAGE])
+    plan = run.plan_voices(options, tmp_path)
+    assert (plan.repo, plan.aivishub_models) == (run.OFFICIAL_REPO, (PAGE,))
+    run.ensure_voices(plan, options, Child())
+    assert [command[4] for command in calls] == [run.OFFICIAL_REPO, PAGE]
+    assert all(command[command.index("--to") + 1] == str(plan.bundle) for command in calls)
+    serve = run.serve_command(plan, options, 10200)
+    assert serve[serve.index("--aivishub") + 1] == PAGE
 
 
 def test_an_aivishub_model_that_cannot_be_fetched_stops_the_start(

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -25,7 +24,7 @@ from urllib.parse import urlsplit
 
 from custom_components.yomiage.engine.onnx import wire
 
-from .http_server import ClosingHTTPServer, FileHandler
+from .http_server import FileHandler, ServedDouble
 
 MANIFEST_KEY = "aivm_manifest"
 LICENSE_TEXT = "ACML 1.0: you may use this voice's speech, crediting it; no redistribution."
@@ -165,7 +164,7 @@ class _Faults:
     ignore_ranges: bool = False  # a server (or proxy) that always sends the whole file
 
 
-class FakeAivisHub:
+class FakeAivisHub(ServedDouble):
     """``with FakeAivisHub([FakeModel([aivmx])]) as hub: ... hub.api ...``"""
 
     def __init__(self, models: list[FakeModel], host: str = "127.0.0.1") -> None:
@@ -173,15 +172,7 @@ class FakeAivisHub:
         self.requests: list[str] = []
         self.ranges: list[str | None] = []  # each file GET's Range header
         self.faults = _Faults()
-        self._server = ClosingHTTPServer((host, 0), _handler_for(self))
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        super().__init__(host, _handler_for(self))
 
     @property
     def api(self) -> str:
@@ -206,22 +197,6 @@ class FakeAivisHub:
 
     def file_gets(self) -> list[str]:
         return [path for path in self.requests if path.startswith("/files/")]
-
-    def start(self) -> FakeAivisHub:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.close_connections()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeAivisHub:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 def _handler_for(hub: FakeAivisHub) -> type[BaseHTTPRequestHandler]:

@@ -20,14 +20,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from .http_server import ClosingHTTPServer, FileHandler
+from .http_server import FileHandler, ServedDouble
 
 # What a voices repo's .gitattributes sends to LFS (those get X-Linked-* headers and an sha256).
 LFS_SUFFIXES = (".onnx", ".npy", ".bin", ".safetensors")
@@ -131,7 +130,7 @@ class _Faults:
     corrupt: set[tuple[str, str]] = field(default_factory=set)
 
 
-class FakeHub:
+class FakeHub(ServedDouble):
     """``with FakeHub({"owner/name": FakeRepo(...)}) as hub: ... hub.url ...``"""
 
     def __init__(self, repos: dict[str, FakeRepo], host: str = "127.0.0.1") -> None:
@@ -139,37 +138,7 @@ class FakeHub:
         self.repos = repos
         self.requests: list[Request] = []
         self.faults = _Faults()
-        self._server = ClosingHTTPServer((host, 0), _handler_for(self))
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    @property
-    def port(self) -> int:
-        port: int = self._server.server_address[1]
-        return port
-
-    def start(self) -> FakeHub:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop listening, close kept-alive connections and wait for every handler thread."""
-        self._server.shutdown()
-        self._server.close_connections()
-        self._server.server_close()  # joins the handler threads
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeHub:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+        super().__init__(host, _handler_for(self))
 
     def cut_next(self, repo: str, path: str, after_bytes: int) -> None:
         """The next GET of ``path`` sends ``after_bytes`` of its body, then resets the link."""

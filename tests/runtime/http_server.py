@@ -1,6 +1,7 @@
 """The test doubles' HTTP server (the fake Hub, the fake AivisHub, the Supervisor double): a test
 must not leave threads behind, so stopping it waits for every request's thread. ``FileHandler``:
-what the file servers share (JSON answers, Range requests, a connection cut mid-file)."""
+what the file servers share (JSON answers, Range requests, a connection cut mid-file);
+``ServedDouble``: a fake served on a thread of its own while a ``with`` block runs."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 _RANGE = re.compile(r"^bytes=(\d+)-$")
 
@@ -51,6 +52,44 @@ class ClosingHTTPServer(ThreadingHTTPServer):
             for connection in self.open:
                 with contextlib.suppress(OSError):
                     connection.shutdown(socket.SHUT_RDWR)
+
+
+class ServedDouble:
+    """Serves ``handler`` on a free port of ``host`` ("0.0.0.0" where a container on Docker's
+    bridge must reach it too) from ``start`` to ``stop``."""
+
+    def __init__(self, host: str, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._server = ClosingHTTPServer((host, 0), handler)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def port(self) -> int:
+        port: int = self._server.server_address[1]
+        return port
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening, close kept-alive connections and wait for every handler thread."""
+        self._server.shutdown()
+        self._server.close_connections()
+        self._server.server_close()  # joins the handler threads
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
 
 class FileHandler(BaseHTTPRequestHandler):

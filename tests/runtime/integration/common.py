@@ -36,6 +36,16 @@ TINY_A_UUID = str(manifest_of(TINY_A)["uuid"])
 DUO_UUID = str(manifest_of(DUO)["uuid"])
 AIVISHUB_PAGE = "https://hub.aivis-project.com/aivm-models/"
 AIVISHUB_ENTITY = "tts.yomiage_aivishub"
+# (AivisHub's answer to tiny-a's routes, what is pasted, the page form's error): each refusal.
+AIVISHUB_REFUSALS = (
+    ("status", "pasted", "error"),
+    [
+        (None, "https://example.com/voices/tiny-a", "aivishub_not_a_model"),
+        (404, TINY_A_UUID, "aivishub_unknown_model"),
+        (403, AIVISHUB_PAGE + TINY_A_UUID, "aivishub_private_model"),
+        (503, TINY_A_UUID, "aivishub_hub_down"),
+    ],
+)
 
 
 def engine_of(entry: ConfigEntry) -> Engine:

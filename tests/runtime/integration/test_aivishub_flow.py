@@ -35,6 +35,7 @@ from ..fakeaivishub import LICENSE_TEXT, FakeAivisHub, FakeModel, manifest_of, w
 from ..fakehub import FakeHub
 from .common import (
     AIVISHUB_PAGE,
+    AIVISHUB_REFUSALS,
     DUO,
     DUO_UUID,
     TINY_A,
@@ -131,15 +132,7 @@ def english_only(aivmx: bytes) -> bytes:
     return with_manifest(aivmx, speakers=speakers)
 
 
-@pytest.mark.parametrize(
-    ("status", "pasted", "error"),
-    [
-        (None, "https://example.com/voices/tiny-a", "aivishub_not_a_model"),
-        (404, TINY_A_UUID, "aivishub_unknown_model"),
-        (403, AIVISHUB_PAGE + TINY_A_UUID, "aivishub_private_model"),
-        (503, TINY_A_UUID, "aivishub_hub_down"),
-    ],
-)
+@pytest.mark.parametrize(*AIVISHUB_REFUSALS)
 async def test_each_refusal_is_the_forms_own_error(
     hass: HomeAssistant, aivis_hubs: FakeAivisHub, status: int | None, pasted: str, error: str
 ) -> None:

@@ -17,7 +17,8 @@ be reached, voices already there are used); or a local bundle folder (the add-on
 /media). AivisHub models (page URLs or UUIDs) join the downloaded voices: ``yomiage fetch`` of
 those not there yet into the same folder (``/data/voices/aivishub`` where they are all the voices,
 with the official language model beside it), served with ``--aivishub`` so that Home Assistant
-installs their updates. ``run.py healthcheck`` exits 0 when the
+installs their updates; a model taken off the list is deleted from that folder at the next start
+(else the server would go on speaking it). ``run.py healthcheck`` exits 0 when the
 server answers ``describe`` (the image's HEALTHCHECK). Standard library only.
 YOMIAGE_ADDON_DATA, YOMIAGE_SUPERVISOR_URL and YOMIAGE_ANNOUNCE_HOST move the data folder, the
 Supervisor and the announced host (tests; the add-on uses the defaults).
@@ -55,6 +56,20 @@ ANNOUNCE_RETRIES_S = (2.0, 5.0, 15.0, 30.0, 60.0)
 # generic Wyoming one, so the server is set up once.
 DISCOVERY_SERVICE = "yomiage"
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# A model taken off aivishub_models is forgotten as the integration forgets one, by the engine's
+# own functions (its file, what a cut transfer of it left, the graphs prepared from it): in the
+# image's Python, since run.py imports nothing of the engine.
+_FORGET_MODELS = """
+import sys
+from pathlib import Path
+from yomiage_engine.hub.aivishub import forget_model
+from yomiage_engine.onnx.graph_cache import drop_source
+folder, prepared_graphs, *uuids = sys.argv[1:]
+for uuid in uuids:
+    drop_source(Path(folder, uuid + ".aivmx"), Path(prepared_graphs))
+    forget_model(folder, uuid)
+"""
 _LOCAL_ROOTS = (Path("/share"), Path("/media"))
 
 
@@ -226,6 +241,9 @@ class VoicesPlan:
     # voices this add-on downloaded earlier, where they are (else a bundle beside the folder).
     language_model: Path | None = None
     aivishub_models: tuple[str, ...] = ()  # fetched into ``bundle`` where missing, served
+    # ``bundle`` is the add-on's own (/data/voices): an AivisHub model there that
+    # ``aivishub_models`` does not list is deleted. A local folder is the user's.
+    own_folder: bool = True
 
 
 def plan_voices(
@@ -240,6 +258,7 @@ def plan_voices(
             None,
             data_dir / "prepared-graphs",
             official if official.is_dir() else None,
+            own_folder=False,
         )
     prepared, models = data_dir / "prepared-graphs", options.aivishub_models
     if options.voices == "aivishub":  # the official BERT lands beside it (yomiage fetch)
@@ -281,6 +300,30 @@ def aivishub_fetch_command(plan: VoicesPlan, model: str) -> list[str]:
     """An AivisHub model into the plan's folder unless it is there: a start needs no network;
     its updates come from Home Assistant's update entity."""
     return _yomiage("fetch", model, "--to", str(plan.bundle), "--keep-installed")
+
+
+def unlisted_models(plan: VoicesPlan) -> list[str]:
+    """UUIDs of the AivisHub models in the plan's own folder that ``aivishub_models`` no longer
+    lists (as ``yomiage fetch`` names them: ``<uuid>.aivmx``)."""
+    if not plan.own_folder:
+        return []
+    listed = {found[0] for model in plan.aivishub_models if (found := _UUID.search(model.lower()))}
+    return sorted(
+        path.stem
+        for path in plan.bundle.glob("*.aivmx")
+        if _UUID.fullmatch(path.stem) and path.stem not in listed
+    )
+
+
+def forget_command(plan: VoicesPlan, uuids: Sequence[str]) -> list[str]:
+    return [
+        sys.executable,
+        "-c",
+        _FORGET_MODELS,
+        str(plan.bundle),
+        str(plan.prepared_graphs),
+        *uuids,
+    ]
 
 
 def _texts(raw: dict[str, Any], name: str, what: str) -> tuple[str, ...]:
@@ -347,8 +390,12 @@ class Child:
 
 
 def ensure_voices(plan: VoicesPlan, options: AddonOptions, child: Child) -> None:
-    """Fetch (or update) the voices, then the AivisHub models not there yet; with the Hub out of
-    reach, go on with what is on disk."""
+    """Forget the AivisHub models no longer listed, fetch (or update) the voices, then the
+    AivisHub models not there yet; with the Hub out of reach, go on with what is on disk."""
+    if unlisted := unlisted_models(plan):
+        _LOGGER.info("voices: deleting AivisHub models no longer listed: %s", ", ".join(unlisted))
+        if child.run(forget_command(plan, unlisted)).wait() != 0 and not child.stopping:
+            raise AddonError("could not delete the AivisHub models no longer listed (see above)")
     if plan.repo is not None:
         _ensure_hub_voices(plan, options, child)
     for model in plan.aivishub_models:

@@ -3,10 +3,12 @@
 Paste a model's page (or its UUID): AivisHub's refusals are the form's errors. Then, before a
 byte of the file, what the user is about to get: name and author, speakers and styles, the
 file's size and version, its licence (quoted, or its page where it is long) and the model's
-page; confirming downloads it with progress (and the official voices' language model, once) and
-loads every voice of the folder once to check them. A failure comes back to the confirmation with
-its own message: nothing of the entry changes, and the next try resumes a cut download. The first
-model makes the AivisHub entry (the setup flow's own step); another joins it, and it reloads.
+page. Where the engine runs here, confirming downloads it with progress (and the official voices'
+language model, once) and loads every voice of the folder once to check them. A failure comes
+back to the confirmation with its own message: nothing of the entry changes, and the next try
+resumes a cut download. The first model makes the AivisHub entry (the setup flow's own step);
+another joins it, and it reloads. Where the Yomiage add-on speaks the model instead, addon_flow.py
+takes over after the confirmation (the two hooks below).
 """
 
 from __future__ import annotations
@@ -65,11 +67,9 @@ class AivisHubSteps(BackgroundSteps):
             except FetchError as err:
                 errors["base"] = describe_failure(err, {})
             else:
-                entry = aivishub_entry(self.hass)
-                if entry is not None and model.uuid in entry.data[CONF_MODELS]:
+                if (present := self._aivishub_present(model.uuid)) is not None:
                     return self.async_abort(
-                        reason="aivishub_model_present",
-                        description_placeholders={"name": model.name},
+                        reason=present, description_placeholders={"name": model.name}
                     )
                 self._aivishub_model = model
                 return await self.async_step_aivishub_confirm()
@@ -90,13 +90,24 @@ class AivisHubSteps(BackgroundSteps):
         if self._aivishub_error is not None:
             errors["base"], self._aivishub_error = self._aivishub_error, None
         elif user_input is not None:
-            return await self.async_step_aivishub_download()
+            return await self._async_aivishub_confirmed()
         return self.async_show_form(
             step_id="aivishub_confirm",
             data_schema=vol.Schema({}),
             errors=errors,
             description_placeholders=confirmation(model),
         )
+
+    def _aivishub_present(self, uuid: str) -> str | None:
+        """The abort reason where model ``uuid`` is one of the voices already."""
+        entry = aivishub_entry(self.hass)
+        if entry is not None and uuid in entry.data[CONF_MODELS]:
+            return "aivishub_model_present"
+        return None
+
+    async def _async_aivishub_confirmed(self) -> ConfigFlowResult:
+        """The user confirmed the model: download it."""
+        return await self.async_step_aivishub_download()
 
     async def async_step_aivishub_download(
         self, user_input: dict[str, Any] | None = None

@@ -1,12 +1,11 @@
 """Config flow (pick a voice bundle and check it loads; models from AivisHub; or a Yomiage Wyoming
 server: the add-on, installed and started from here on Home Assistant OS, or one at an address) and
-options flow (how it speaks, the user dictionary; the AivisHub entry's models)."""
+options flow (how it speaks, the user dictionary; the AivisHub entry's models, the add-on's)."""
 
 from __future__ import annotations
 
 import logging
 import posixpath
-from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -37,10 +36,19 @@ from homeassistant.helpers.selector import (
 from homeassistant.helpers.service_info.hassio import HassioServiceInfo
 from homeassistant.helpers.service_info.zeroconf import ZeroconfServiceInfo
 
+from .addon_flow import (
+    ADDON_AIVISHUB,
+    AIVISHUB_MODELS,
+    VOICES,
+    AddonSteps,
+    addon_models,
+    async_connect_addon,
+)
 from .aivishub import TITLE as AIVISHUB_TITLE
 from .aivishub import UNIQUE_ID as AIVISHUB_ID
 from .aivishub import aivishub_folder, model_names, remove_models
-from .aivishub_flow import AivisHubSteps, aivishub_entry
+from .aivishub_flow import aivishub_entry
+from .backend import InstalledModel
 from .bundle_check import BundleCheckError, BundleSummary, probe_bundle, resolve_bundle_path
 from .const import (
     CONF_ADDON,
@@ -99,7 +107,6 @@ from .supervisor import (
     ADDON_FOLDERS,
     ADDON_NAME,
     ADDON_SLUG,
-    NO_ANSWER,
     AddonAddress,
     AddonSetupError,
     YomiageAddon,
@@ -118,11 +125,13 @@ _DEFAULT_STEP = 0.05
 _NUMBER_FIELDS = frozenset({"style_weight", "lead_silence"})
 
 
-class YomiageConfigFlow(AivisHubSteps, ConfigFlow, domain=DOMAIN):
+class YomiageConfigFlow(AddonSteps, ConfigFlow, domain=DOMAIN):
     """Add one voice bundle: a local folder, voices downloaded from the Hugging Face Hub, or a
-    model from AivisHub (aivishub_flow.py: every AivisHub model in one entry)."""
+    model from AivisHub (aivishub_flow.py: every AivisHub model in one entry); or a server: the
+    add-on (addon_flow.py: an AivisHub model for it), one at an address."""
 
     VERSION = 1
+    installs_addon = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -135,10 +144,7 @@ class YomiageConfigFlow(AivisHubSteps, ConfigFlow, domain=DOMAIN):
         self._discovered: tuple[str, int, str] | None = None  # host, port, default voice
         self._discovered_addon: str | None = None  # the slug of the add-on that announced it
         self._for_addon = False  # the voices chosen are the add-on's options
-        self._addon: YomiageAddon | None = None
         self._addon_options: dict[str, Any] = {}
-        self._addon_error: AddonSetupError | None = None
-        self._addon_server: WyomingBackend | None = None  # the started add-on's, as it answered
         self._engine_ready = False
         self._after_install = SOURCE_LOCAL
         self._engine_problem: LocalEngineUnavailableError | None = None
@@ -212,11 +218,13 @@ class YomiageConfigFlow(AivisHubSteps, ConfigFlow, domain=DOMAIN):
         return self._offer_server(IMPORT_FAILED)
 
     def _offer_server(self, step_id: str) -> ConfigFlowResult:
-        """Say in plain words why the engine cannot run here; offer a Yomiage server instead."""
+        """Say in plain words why the engine cannot run here; offer a Yomiage server instead,
+        and a voice from AivisHub that the add-on speaks (the in-process path's choice, here)."""
         detail = self._engine_problem.detail if self._engine_problem else ""
+        addon = [SOURCE_ADDON, ADDON_AIVISHUB] if supervisor_present(self.hass) else []
         return self.async_show_menu(
             step_id=step_id,
-            menu_options=[*self._addon_choice(), SOURCE_WYOMING],
+            menu_options=[*addon, SOURCE_WYOMING],
             description_placeholders={"detail": detail},
         )
 
@@ -235,7 +243,7 @@ class YomiageConfigFlow(AivisHubSteps, ConfigFlow, domain=DOMAIN):
         self._for_addon = True
         return self.async_show_menu(
             step_id=SOURCE_ADDON,
-            menu_options=[SOURCE_OFFICIAL, SOURCE_HUGGINGFACE, "addon_folder"],
+            menu_options=[SOURCE_OFFICIAL, SOURCE_HUGGINGFACE, ADDON_AIVISHUB, "addon_folder"],
         )
 
     async def async_step_addon_folder(
@@ -278,10 +286,13 @@ class YomiageConfigFlow(AivisHubSteps, ConfigFlow, domain=DOMAIN):
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
         """Start the add-on and wait until its server answers (the first start downloads the
-        voices and prepares them for this CPU)."""
-        return await self._async_progress(
-            "addon_start", partial(self._async_addon_job, self._async_start_addon, "addon_finish")
-        )
+        voices, or the AivisHub model and the language model, and prepares them for this CPU)."""
+        job = partial(self._async_addon_job, self._async_start_addon, "addon_finish")
+        if not self._aivishub_for_addon:
+            return await self._async_progress("addon_start", job)
+        model = self._require_aivishub_model()
+        placeholders = {"name": model.name, "size": megabytes(model.file.size)}
+        return await self._async_progress("addon_start", job, placeholders, "addon_start_aivishub")
 
     async def async_step_addon_finish(
         self, user_input: dict[str, Any] | None = None
@@ -294,40 +305,32 @@ class YomiageConfigFlow(AivisHubSteps, ConfigFlow, domain=DOMAIN):
             server.host, server.port, server.default_voice, addon=ADDON_SLUG
         )
 
-    async def async_step_addon_failed(
+    async def _async_start_addon(self) -> None:
+        self._addon_server = await async_connect_addon(await self._require_addon().async_start())
+
+    # -- a voice from AivisHub for the add-on (the steps: addon_flow.py) -------------------------
+    async def async_step_addon_aivishub(
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
-        assert self._addon_error is not None
-        return self._addon_abort(self._addon_error)
+        """Installed with the add-on, or added to the one installed."""
+        await self.async_set_unique_id(ADDON_SLUG)
+        return await super().async_step_addon_aivishub(user_input)
 
-    async def _async_addon_job(self, work: Callable[[], Awaitable[None]], next_step_id: str) -> str:
-        """``work``, then ``next_step_id``; any failure ends the flow with its own reason."""
-        try:
-            await work()
-        except AddonSetupError as err:
-            self._addon_error = err
-            return "addon_failed"
-        except Exception as err:  # a bug, not the Supervisor's answer: end the flow, say so
-            _LOGGER.exception("Unexpected error while setting up the %s add-on", ADDON_NAME)
-            self._addon_error = AddonSetupError("unknown", str(err))
-            return "addon_failed"
-        return next_step_id
+    async def _async_aivishub_confirmed(self) -> ConfigFlowResult:
+        """No add-on yet: it is installed with the model as its voices."""
+        if self._aivishub_for_addon and self._addon_now is None:
+            model = self._require_aivishub_model()
+            self._addon_options = {VOICES: "aivishub", AIVISHUB_MODELS: [model.uuid]}
+            return await self.async_step_addon_install()
+        return await super()._async_aivishub_confirmed()
 
-    async def _async_start_addon(self) -> None:
-        address = await self._require_addon().async_start()
-        try:
-            self._addon_server = await WyomingBackend.async_connect(address.host, address.port)
-        except YomiageError as err:
-            raise AddonSetupError(NO_ANSWER, str(err)) from err
-
-    def _addon_abort(self, err: AddonSetupError) -> ConfigFlowResult:
-        _LOGGER.warning("Setting up the %s add-on failed: %s", ADDON_NAME, err)
-        return self.async_abort(reason=err.reason)
-
-    def _require_addon(self) -> YomiageAddon:
-        if self._addon is None:
-            raise RuntimeError("the add-on steps run after async_step_addon")
-        return self._addon
+    async def async_step_addon_aivishub_added(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """An add-on installed by hand, without an entry yet: now it has one."""
+        if self._addon_entry() is None:
+            return await self.async_step_addon_finish()
+        return await super().async_step_addon_aivishub_added(user_input)
 
     async def async_step_hassio(self, discovery_info: HassioServiceInfo) -> ConfigFlowResult:
         """The add-on announced its server (it does once the server answers): confirm, then
@@ -481,7 +484,9 @@ class YomiageConfigFlow(AivisHubSteps, ConfigFlow, domain=DOMAIN):
     async def async_step_aivishub(
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
-        if (detour := await self._async_engine_detour(SOURCE_AIVISHUB)) is not None:
+        if not self._aivishub_for_addon and (
+            detour := await self._async_engine_detour(SOURCE_AIVISHUB)
+        ):
             return detour
         return await super().async_step_aivishub(user_input)
 
@@ -683,18 +688,98 @@ class YomiageConfigFlow(AivisHubSteps, ConfigFlow, domain=DOMAIN):
         )
 
 
-class YomiageOptionsFlow(AivisHubSteps, OptionsFlow):
+class YomiageOptionsFlow(AddonSteps, OptionsFlow):
     """Default voice, synthesis parameters, the user dictionary and how the engine runs (a
     server entry: its default voice); saving reloads the entry. The AivisHub entry's also add
-    and remove models."""
+    and remove models, and so does the entry on the add-on (in the add-on's options)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._addon_models_kept: list[str] = []  # what stays of the add-on's aivishub_models
+        self._addon_models_removed: set[str] = set()
 
     async def async_step_init(self, user_input: dict[str, Any] | None = None) -> ConfigFlowResult:
         source = self.config_entry.data.get(CONF_SOURCE)
         if source == SOURCE_WYOMING:
+            if self.config_entry.data.get(CONF_ADDON) == ADDON_SLUG:
+                return await self.async_step_addon_menu()
             return await self.async_step_server()
         if source == SOURCE_AIVISHUB and user_input is None:
             return await self.async_step_aivishub_menu()
         return await self._async_settings(user_input)
+
+    async def async_step_addon_menu(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """The add-on entry's: its voice settings, or an AivisHub model to add or to remove
+        (those its server speaks)."""
+        remove = ["addon_aivishub_remove"] if self._served_models() else []
+        return self.async_show_menu(
+            step_id="addon_menu", menu_options=["server", ADDON_AIVISHUB, *remove]
+        )
+
+    async def async_step_addon_aivishub_remove(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """AivisHub models the add-on no longer fetches nor speaks; where they are all its
+        voices (voices: aivishub), one at least stays."""
+        self._addon = YomiageAddon(self.hass)
+        try:
+            options = await self._addon.async_options()
+        except AddonSetupError as err:
+            return self._addon_abort(err)
+        if options is None:
+            return self.async_abort(reason="addon_not_installed")
+        listed = addon_models(options)
+        errors: dict[str, str] = {}
+        if user_input is not None:
+            chosen = set(user_input[CONF_MODELS])
+            if not chosen:
+                errors["base"] = "aivishub_none_chosen"
+            elif chosen >= set(listed) and options.get(VOICES) == "aivishub":
+                errors["base"] = "addon_aivishub_keep_one"
+            else:
+                self._addon_models_kept = [
+                    item for uuid, item in listed.items() if uuid not in chosen
+                ]
+                self._addon_models_removed = chosen
+                return await self.async_step_addon_restart()
+        names = {uuid: model.name for uuid, model in self._served_models().items()}
+        schema = _models_schema({uuid: names.get(uuid, uuid) for uuid in listed})
+        return self.async_show_form(
+            step_id="addon_aivishub_remove", data_schema=schema, errors=errors
+        )
+
+    def _addon_entry(self) -> ConfigEntry:
+        return self.config_entry
+
+    def _served_models(self) -> dict[str, InstalledModel]:
+        """The AivisHub models the loaded entry's server speaks (none while it is not loaded)."""
+        entry = self.config_entry
+        if entry.state is not ConfigEntryState.LOADED:
+            return {}
+        models: dict[str, InstalledModel] = entry.runtime_data.backend.aivishub_models
+        return models
+
+    async def async_step_addon_restart(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """The add-on restarts without the removed models (and deletes their files)."""
+        removed = self._addon_models_removed
+        change = partial(
+            self._async_reconfigure,
+            {AIVISHUB_MODELS: self._addon_models_kept},
+            lambda server: not removed & server.aivishub_models.keys(),
+        )
+        return await self._async_progress(
+            "addon_restart", partial(self._async_addon_job, change, "addon_restarted")
+        )
+
+    async def async_step_addon_restarted(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        self._refresh_addon_entry(self.config_entry)
+        return self.async_abort(reason="addon_aivishub_models_removed")
 
     async def async_step_aivishub_menu(
         self, user_input: dict[str, Any] | None = None
@@ -733,16 +818,7 @@ class YomiageOptionsFlow(AivisHubSteps, OptionsFlow):
                 self.hass.config_entries.async_schedule_reload(entry.entry_id)
                 return self.async_abort(reason="aivishub_models_removed")
         names = await self.hass.async_add_executor_job(model_names, models)
-        options = [SelectOptionDict(value=uuid, label=names[uuid]) for uuid in models]
-        schema = vol.Schema(
-            {
-                vol.Required(CONF_MODELS, default=[]): SelectSelector(
-                    SelectSelectorConfig(
-                        options=options, multiple=True, mode=SelectSelectorMode.LIST
-                    )
-                )
-            }
-        )
+        schema = _models_schema({uuid: names[uuid] for uuid in models})
         return self.async_show_form(step_id="aivishub_remove", data_schema=schema, errors=errors)
 
     async def _async_settings(self, user_input: dict[str, Any] | None) -> ConfigFlowResult:
@@ -835,6 +911,13 @@ def _bundle_voices(path: str) -> tuple[dict[str, list[str]], str]:
         if (aivm := files.aivm) is not None
     ]
     return voices, "\n".join(about)
+
+
+def _models_schema(names: dict[str, str]) -> vol.Schema:
+    """A choice of AivisHub models to remove: uuid -> the name shown."""
+    options = [SelectOptionDict(value=uuid, label=name) for uuid, name in names.items()]
+    selector = SelectSelectorConfig(options=options, multiple=True, mode=SelectSelectorMode.LIST)
+    return vol.Schema({vol.Required(CONF_MODELS, default=[]): SelectSelector(selector)})
 
 
 def _synthesis_fields(

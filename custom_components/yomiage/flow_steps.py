@@ -35,18 +35,19 @@ class BackgroundSteps(FlowHandler[Any, ConfigFlowResult, str]):
         step_id: str,
         job: Callable[[], Coroutine[Any, Any, str]],
         placeholders: Mapping[str, str] | None = None,
+        progress_action: str | None = None,
     ) -> ConfigFlowResult:
         """Every background step: start ``job`` once, show ``step_id``'s progress screen (its
-        progress_action too) while it runs, then go on to the step id the job returns: the next
-        step, or the one that says why it failed (the job catches its own failures). Closing
-        the flow cancels the job."""
+        text: ``progress_action``'s, else the step's own) while it runs, then go on to the step
+        id the job returns: the next step, or the one that says why it failed (the job catches
+        its own failures). Closing the flow cancels the job."""
         if self._job is None:
             self._reported_progress = 0.0
             self._job = self.hass.async_create_task(job())
         if not self._job.done():
             return self.async_show_progress(
                 step_id=step_id,
-                progress_action=step_id,
+                progress_action=progress_action or step_id,
                 progress_task=self._job,
                 description_placeholders=placeholders,
             )

@@ -11,8 +11,8 @@ with a health check (ours: its server answers ``describe``) is ``startup`` from 
 start until Docker calls it healthy, then ``started``; only then does ``GET /discovery`` list its
 message. ``POST .../start`` waits up to 120 s for that, where the client gives up after 60 s:
 a first start, which downloads the voices, takes longer, so a start that does not answer is
-judged by the state that follows. Adding a repository clones it, which can outlast the client's
-10 s as well.
+judged by the state that follows. ``POST .../restart`` is a stop, then that start. Adding a
+repository clones it, which can outlast the client's 10 s as well.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from aiohasupervisor import SupervisorClient, SupervisorError
 from aiohasupervisor.models import AddonState as SupervisorState
@@ -59,6 +60,8 @@ START_TIMEOUT_S: Final = 30 * 60.0
 REPOSITORY_TIMEOUT_S: Final = 120.0
 POLL_INTERVAL_S: Final = 2.0
 _ALIVE = frozenset({SupervisorState.STARTUP, SupervisorState.STARTED})
+
+_T = TypeVar("_T")
 
 # AddonSetupError.reason values: each is an abort of the config flow (strings.json).
 REPOSITORY_FAILED: Final = "addon_repository_failed"
@@ -102,7 +105,9 @@ class AddonAddress:
 class YomiageAddon:
     """The add-on, set up in two phases. ``async_install`` leaves nothing behind when it fails
     or is cancelled (the user closed the dialog): it removes what it added. ``async_start``
-    keeps the add-on when it fails, so that its log says why and a new try starts it again."""
+    keeps the add-on when it fails, so that its log says why and a new try starts it again.
+    ``async_reconfigure`` changes the options of the add-on installed and restarts it, or puts
+    them back."""
 
     def __init__(self, hass: HomeAssistant) -> None:
         self.hass = hass
@@ -112,9 +117,14 @@ class YomiageAddon:
 
     async def async_installed(self) -> bool:
         """Whether the add-on is installed (False while its repository is not in the store)."""
+        return await self.async_options() is not None
+
+    async def async_options(self) -> dict[str, Any] | None:
+        """The installed add-on's options; None where it is not installed."""
         if not await self._async_repository_added():
-            return False
-        return (await self._async_info()).state is not AddonState.NOT_INSTALLED
+            return None
+        info = await self._async_info()
+        return None if info.state is AddonState.NOT_INSTALLED else dict(info.options)
 
     async def async_install(self, options: dict[str, Any]) -> None:
         """Add the repository where missing, install the add-on, write its options."""
@@ -140,6 +150,22 @@ class YomiageAddon:
                     raise AddonSetupError(START_FAILED, str(err)) from err
         return await self._async_wait_for_address()
 
+    async def async_reconfigure(
+        self, options: dict[str, Any], answer: Callable[[AddonAddress], Awaitable[_T]]
+    ) -> _T:
+        """Write ``options`` over the installed add-on's, restart it, and wait until its server
+        answers as ``answer`` wants (it raises AddonSetupError where it does not). Where that
+        fails (a model the add-on could not download stops it), the options are put back and it
+        is started again, so that its voices speak as before; then the error is raised."""
+        before = dict((await self._async_info()).options)
+        await self._async_set_options({**before, **options})
+        try:
+            await self._async_restart()
+            return await answer(await self._async_wait_for_address())
+        except AddonSetupError:
+            await self._async_restore(before)
+            raise
+
     # -- installing --------------------------------------------------------------------------------
     async def _async_install(self, options: dict[str, Any]) -> None:
         if not await self._async_repository_added():
@@ -154,9 +180,12 @@ class YomiageAddon:
             except AddonError as err:
                 raise AddonSetupError(INSTALL_FAILED, str(err)) from err
             info = await self._async_info()
+        # The add-on's defaults with the flow's choice (the Supervisor replaces them whole).
+        await self._async_set_options({**info.options, **options})
+
+    async def _async_set_options(self, options: dict[str, Any]) -> None:
         try:
-            # The add-on's defaults with the flow's choice (the Supervisor replaces them whole).
-            await self._manager.async_set_addon_options({**info.options, **options})
+            await self._manager.async_set_addon_options(options)
         except AddonError as err:
             raise AddonSetupError(OPTIONS_FAILED, str(err)) from err
 
@@ -190,6 +219,23 @@ class YomiageAddon:
         self._installed = self._added_repository = False
 
     # -- starting ----------------------------------------------------------------------------------
+    async def _async_restart(self) -> None:
+        """A stop, then a start (of a stopped add-on: a start). Unlike a start's, the client
+        waits for its answer as long as the Supervisor takes: an error is a refusal."""
+        try:
+            await self._manager.async_restart_addon()
+        except AddonError as err:
+            raise AddonSetupError(START_FAILED, str(err)) from err
+
+    async def _async_restore(self, options: dict[str, Any]) -> None:
+        """``options`` back, the add-on started with them; failures are logged only (the error
+        that led here is the one reported)."""
+        try:
+            await self._async_set_options(options)
+            await self._async_restart()
+        except AddonSetupError as err:
+            _LOGGER.warning("Could not put the %s add-on's options back: %s", ADDON_NAME, err)
+
     async def _async_wait_for_address(self) -> AddonAddress:
         deadline = self.hass.loop.time() + START_TIMEOUT_S
         while True:

@@ -3,7 +3,8 @@
 - Home Assistant OS: the Supervisor double installs and starts it as the Supervisor does
   (Docker's init, /data with the options file, the host's network standing in for the add-on
   network), and Yomiage's flow goes from "integration installed" to speech; the Supervisor's
-  SIGTERM stops it cleanly.
+  SIGTERM stops it cleanly. A voice from AivisHub likewise (the fake AivisHub), then a newer
+  version of it installed from the entry's update entity, which the image downloads.
 - Home Assistant Container: the README's ``docker run`` command, as written but for this run's
   names; Home Assistant adds the server by address and speaks. The compose file's server is
   found by zeroconf on the host network.
@@ -19,6 +20,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
@@ -29,17 +31,27 @@ import yaml
 from homeassistant import config_entries
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
+from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers.service_info.zeroconf import ZeroconfServiceInfo
 from homeassistant.setup import async_setup_component
+from homeassistant.util import dt as dt_util
+from pytest_homeassistant_custom_component.common import async_fire_time_changed
 
+from custom_components.yomiage.aivishub_updates import CHECK_INTERVAL
 from custom_components.yomiage.const import CONF_HOST, CONF_PORT, DOMAIN, SOURCE_WYOMING
+from custom_components.yomiage.engine.hub.aivishub import API_VARIABLE
 from custom_components.yomiage.engine.hub.download import DEFAULT_REPO
 from custom_components.yomiage.engine.wyoming_contract import ZEROCONF_MARK, ZEROCONF_TYPE
 from custom_components.yomiage.supervisor import ADDON_SLUG
+from tests.runtime.fakeaivishub import FakeAivisHub, FakeModel, with_manifest
 from tests.runtime.fakehub import FakeHub, FakeRepo
+from tests.runtime.integration.common import AIVISHUB_PAGE, TINY_A, TINY_A_UUID, aivishub_speech
 from tests.runtime.integration.home_assistant_os import (
+    app_aivishub_confirmation,
     as_home_assistant_os,
+    choose,
     install_and_start,
+    past_progress,
     speak,
     supervisor_at,
     to_speakers,
@@ -177,6 +189,59 @@ async def test_home_assistant_os_from_the_flow_to_speech_then_a_clean_stop(
         state = addon.state()
         assert (state["Running"], state["ExitCode"], state["OOMKilled"]) == (False, 0, False)
         assert "stopping" in addon.logs()
+
+
+@pytest.fixture
+def aivis_hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAivisHub]:
+    """tiny-a 1.0.0, reachable from the host network (Home Assistant, the add-on) too."""
+    with FakeAivisHub([FakeModel([TINY_A])], host="0.0.0.0") as fake:
+        monkeypatch.setenv(API_VARIABLE, f"http://127.0.0.1:{fake.port}/v1")
+        yield fake
+
+
+async def test_home_assistant_os_a_voice_from_aivishub_then_its_newer_version(
+    home_assistant: HomeAssistant,
+    addon: DockerAddon,
+    aivis_hub: FakeAivisHub,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The page pasted, the confirmation, the install and the first start (the image fetches the
+    model and the language model): the entry speaks the model. AivisHub publishes 1.1.0: the
+    entry's update entity shows it, Install has the image download it, the voice speaks on."""
+    hass = home_assistant
+    as_home_assistant_os(hass, monkeypatch, tmp_path / "config")
+    addon.environment[API_VARIABLE] = f"http://127.0.0.1:{aivis_hub.port}/v1"
+    with SupervisorDouble(addon) as double:
+        supervisor_at(hass, double)
+        confirmation = await app_aivishub_confirmation(hass, AIVISHUB_PAGE + TINY_A_UUID)
+        assert confirmation["step_id"] == "aivishub_confirm", confirmation
+        result = await past_progress(hass, await choose(hass, confirmation, {}), "addon_install")
+        result = await past_progress(hass, result, "addon_start", "addon_start_aivishub")
+        assert result["type"] is FlowResultType.CREATE_ENTRY, (result, addon.logs())
+        assert double.options["aivishub_models"] == [TINY_A_UUID]
+        await hass.async_block_till_done(wait_background_tasks=True)
+        await aivishub_speech(hass, "tiny-a/Happy", "tts.yomiage_app")
+
+        entry = result["result"]
+        (update,) = [
+            entity.entity_id
+            for entity in er.async_entries_for_config_entry(er.async_get(hass), entry.entry_id)
+            if entity.domain == "update"
+        ]
+        aivis_hub.add(FakeModel([TINY_A, with_manifest(TINY_A, version="1.1.0")]))
+        async_fire_time_changed(hass, dt_util.utcnow() + CHECK_INTERVAL + timedelta(seconds=1))
+        await hass.async_block_till_done(wait_background_tasks=True)
+        state = hass.states.get(update)
+        assert state is not None and state.attributes["latest_version"] == "1.1.0", state
+
+        await hass.services.async_call("update", "install", {"entity_id": update}, blocking=True)
+        await hass.async_block_till_done(wait_background_tasks=True)
+        state = hass.states.get(update)
+        assert state is not None and state.attributes["installed_version"] == "1.1.0", state
+        assert aivis_hub.file_gets()[-1].endswith("/1.1.0.aivmx"), "the image downloaded it"
+        await aivishub_speech(hass, "tiny-a/Sad", "tts.yomiage_app")
+        assert await hass.config_entries.async_unload(entry.entry_id)
 
 
 # -- Home Assistant Container ----------------------------------------------------------------------

@@ -13,15 +13,16 @@ Read from the Supervisor's ``supervisor/api/`` (store, apps, discovery; the v1 r
     POST   /store/addons/{slug}/install
     GET    /addons/{slug}/info                    -> the installed add-on (state, options…)
     POST   /addons/{slug}/options {options}        checked against config.yaml's schema
-    POST   /addons/{slug}/start | stop | uninstall
+    POST   /addons/{slug}/start | restart | stop | uninstall
     POST   /discovery {service, config}            from the add-on: a service its config lists
     GET    /discovery                             -> messages of started add-ons ("addon" key)
 
 Answers are ``{"result": "ok", "data": …}`` or ``{"result": "error", "message": …}`` (400; 404
 for an add-on the store does not know). As the Supervisor does, an add-on with a health check
 (ours) is ``startup`` until it is healthy (its server answers), then ``started``; ``start``
-answers once it is healthy (at most 120 s); discovery messages are kept until the uninstall and
-listed only while the add-on is ``started``. ``refuse`` makes one step fail as the Supervisor
+(and ``restart``: a stop, then that start) answers once it is healthy (at most 120 s);
+discovery messages are kept until the uninstall and listed only while the add-on is
+``started``. ``refuse`` makes one step fail as the Supervisor
 would (a repository it cannot clone, an install that fails); ``lose_start_answer`` starts the
 add-on but answers with an error, as a client that stopped waiting sees it. A started add-on is
 a real process (``AddonRunner``): our run script, or our image under Docker (tests/addon_image).
@@ -61,7 +62,7 @@ CORE_REPOSITORY = {
     "maintainer": "Home Assistant",
 }
 # Steps ``refuse`` can make fail.
-STEPS = ("add_repository", "install", "options", "start")
+STEPS = ("add_repository", "install", "options", "start", "restart")
 
 
 class AddonRunner(Protocol):
@@ -173,7 +174,8 @@ class SupervisorDouble:
                     break
             else:
                 return 404, f"no route {method} {path}"
-        if (method, path) == ("POST", f"/addons/{ADDON_SLUG}/start") and answer[0] == 200:
+        starts = {f"/addons/{ADDON_SLUG}/start", f"/addons/{ADDON_SLUG}/restart"}
+        if method == "POST" and path in starts and answer[0] == 200:
             return self._wait_until_healthy()  # outside the lock: the add-on announces meanwhile
         return answer
 
@@ -195,6 +197,7 @@ class SupervisorDouble:
             ("GET /addons/([^/]+)/info", self._addon_info),
             ("POST /addons/([^/]+)/options", self._set_options),
             ("POST /addons/([^/]+)/start", self._start),
+            ("POST /addons/([^/]+)/restart", self._restart),
             ("POST /addons/([^/]+)/stop", self._stop),
             ("POST /addons/([^/]+)/uninstall", self._uninstall),
             ("GET /discovery", self._discovery_list),
@@ -269,8 +272,8 @@ class SupervisorDouble:
         self.options = options
         return 200, {}
 
-    def _start(self, body: Any, slug: str) -> tuple[int, Any]:
-        if problem := self._installed(slug) or self._refused("start"):
+    def _start(self, body: Any, slug: str, step: str = "start") -> tuple[int, Any]:
+        if problem := self._installed(slug) or self._refused(step):
             return problem
         self.runner.start(
             self.options,
@@ -278,6 +281,10 @@ class SupervisorDouble:
         )
         self.started = True
         return 200, {}
+
+    def _restart(self, body: Any, slug: str) -> tuple[int, Any]:
+        """The runner's start stops what runs first, as the Supervisor's stop then start."""
+        return self._start(body, slug, "restart")
 
     def _stop(self, body: Any, slug: str) -> tuple[int, Any]:
         if problem := self._installed(slug):

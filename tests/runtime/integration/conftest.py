@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +33,8 @@ from custom_components.yomiage.engine.hub.download import DEFAULT_REPO
 
 from ..fakeaivishub import FakeAivisHub, FakeModel
 from ..fakehub import FakeHub, FakeRepo
+from ..supervisor_double import SupervisorDouble
+from ..yomiage.addon import RunScriptAddon
 from .common import (
     AIVISHUB_PAGE,
     DUO,
@@ -46,6 +48,7 @@ from .common import (
     download_confirmed,
     engine_of,
 )
+from .home_assistant_os import as_home_assistant_os, speakers_of, supervisor_at
 from .satellite import Satellite, add_satellite
 
 SERVER_START_S = 60.0
@@ -211,3 +214,41 @@ def _wait_for_port(process: subprocess.Popen[bytes], log: Path) -> int:
             break
         time.sleep(0.05)
     raise AssertionError(f"the server did not start:\n{log.read_text()}")
+
+
+# -- Home Assistant OS: the Supervisor double, our add-on a process of its run script -------------
+@pytest.fixture
+def addon(tmp_path: Path, hub: FakeHub) -> RunScriptAddon:
+    """The Hub's address (and AivisHub's, where a test has one) come with os.environ."""
+    return RunScriptAddon(tmp_path / "addon-data")
+
+
+@pytest.fixture
+def double(addon: RunScriptAddon) -> Iterator[SupervisorDouble]:
+    with SupervisorDouble(addon) as double:
+        yield double
+
+
+@pytest.fixture
+def home_assistant_os(hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    as_home_assistant_os(hass, monkeypatch, tmp_path / "config")
+
+
+@pytest.fixture
+async def supervised(
+    hass: HomeAssistant, home_assistant_os: None, double: SupervisorDouble
+) -> SupervisorDouble:
+    """The add-on not installed yet."""
+    supervisor_at(hass, double)
+    return double
+
+
+@pytest.fixture
+async def installed(
+    hass: HomeAssistant, home_assistant_os: None, addon: RunScriptAddon, tiny_bundle: Path
+) -> AsyncIterator[SupervisorDouble]:
+    """The add-on installed by hand (the official voices' first speaker), not started."""
+    with SupervisorDouble(addon, installed=True) as double:
+        supervisor_at(hass, double)
+        double.options.update(voices="official", speakers=[speakers_of(tiny_bundle)[0]])
+        yield double

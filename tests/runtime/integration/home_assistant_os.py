@@ -13,10 +13,12 @@ from homeassistant import config_entries
 from homeassistant.components import tts
 from homeassistant.components.hassio.const import DATA_COMPONENT
 from homeassistant.components.hassio.handler import HassIO
+from homeassistant.const import CONF_URL
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 
+from custom_components.yomiage.addon_flow import ADDON_AIVISHUB
 from custom_components.yomiage.const import (
     CONF_SPEAKERS,
     DOMAIN,
@@ -59,11 +61,15 @@ async def choose(
 
 
 async def past_progress(
-    hass: HomeAssistant, result: config_entries.ConfigFlowResult, step_id: str
+    hass: HomeAssistant,
+    result: config_entries.ConfigFlowResult,
+    step_id: str,
+    action: str | None = None,
 ) -> config_entries.ConfigFlowResult:
-    """The step after a progress screen, once its task has ended (minutes on a Pi)."""
+    """The step after a progress screen, once its task has ended (minutes on a Pi); ``action``:
+    its text, where not the step's own."""
     if result["type"] is FlowResultType.SHOW_PROGRESS:
-        assert (result["step_id"], result["progress_action"]) == (step_id, step_id)
+        assert (result["step_id"], result["progress_action"]) == (step_id, action or step_id)
         await hass.async_block_till_done(wait_background_tasks=True)
         result = await hass.config_entries.flow.async_configure(result["flow_id"])
     return result
@@ -75,12 +81,27 @@ async def to_speakers(hass: HomeAssistant) -> config_entries.ConfigFlowResult:
         DOMAIN, context={"source": config_entries.SOURCE_USER}
     )
     assert (result["type"], result["step_id"]) == (FlowResultType.MENU, "engine_unsupported")
-    assert result["menu_options"] == [SOURCE_ADDON, SOURCE_WYOMING], "the add-on comes first"
+    assert result["menu_options"] == [SOURCE_ADDON, ADDON_AIVISHUB, SOURCE_WYOMING], (
+        "the add-on first"
+    )
     result = await choose(hass, result, {"next_step_id": SOURCE_ADDON})
     assert (result["type"], result["step_id"]) == (FlowResultType.MENU, SOURCE_ADDON)
     result = await choose(hass, result, {"next_step_id": SOURCE_OFFICIAL})
     assert (result["type"], result["step_id"]) == (FlowResultType.FORM, "speakers")
     return result
+
+
+async def app_aivishub_confirmation(
+    hass: HomeAssistant, pasted: str
+) -> config_entries.ConfigFlowResult:
+    """Add integration → Yomiage → A voice from AivisHub (in the Yomiage app) → a model's page
+    pasted: the confirmation (or the page form with AivisHub's refusal)."""
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_USER}
+    )
+    result = await choose(hass, result, {"next_step_id": ADDON_AIVISHUB})
+    assert (result["type"], result["step_id"]) == (FlowResultType.FORM, "aivishub")
+    return await choose(hass, result, {CONF_URL: pasted})
 
 
 async def install_and_start(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -47,7 +47,6 @@ from ..wav import read_wav
 from ..yomiage.addon import RunScriptAddon, wait_for
 from .common import SPEAKERS
 from .home_assistant_os import (
-    as_home_assistant_os,
     choose,
     install_and_start,
     past_progress,
@@ -66,41 +65,6 @@ ADDON_STEPS = [
     "POST /discovery",
 ]
 ANNOUNCED_S = 120.0  # the run script's first start: voices fetched, graphs prepared, served
-
-
-@pytest.fixture
-def addon(tmp_path: Path, hub: FakeHub) -> RunScriptAddon:
-    return RunScriptAddon(tmp_path / "addon-data")  # the Hub's address comes with os.environ
-
-
-@pytest.fixture
-def double(addon: RunScriptAddon) -> Iterator[SupervisorDouble]:
-    with SupervisorDouble(addon) as double:
-        yield double
-
-
-@pytest.fixture
-def home_assistant_os(hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    as_home_assistant_os(hass, monkeypatch, tmp_path / "config")
-
-
-@pytest.fixture
-async def supervised(
-    hass: HomeAssistant, home_assistant_os: None, double: SupervisorDouble
-) -> SupervisorDouble:
-    supervisor_at(hass, double)
-    return double
-
-
-@pytest.fixture
-async def installed(
-    hass: HomeAssistant, home_assistant_os: None, addon: RunScriptAddon, tiny_bundle: Path
-) -> AsyncIterator[SupervisorDouble]:
-    """The add-on installed by hand (the official voices' first speaker), not started."""
-    with SupervisorDouble(addon, installed=True) as double:
-        supervisor_at(hass, double)
-        double.options.update(voices="official", speakers=[speakers_of(tiny_bundle)[0]])
-        yield double
 
 
 @pytest.fixture(autouse=True)

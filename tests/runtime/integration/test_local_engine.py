@@ -25,6 +25,7 @@ from packaging.requirements import Requirement
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.yomiage import local_engine
+from custom_components.yomiage.addon_flow import ADDON_AIVISHUB
 from custom_components.yomiage.const import DOMAIN, SOURCE_ADDON, SOURCE_LOCAL, SOURCE_WYOMING
 from custom_components.yomiage.local_engine import (
     NATIVE_MODULES,
@@ -256,6 +257,7 @@ def test_every_reason_has_a_translated_step_and_exception() -> None:
         for key in ("engine_unsupported", "engine_install_failed", "engine_import_failed"):
             step = strings["config"]["step"][key]
             assert "{detail}" in step["description"], (name, key)
-            assert step["menu_options"].keys() == {SOURCE_ADDON, SOURCE_WYOMING}, (name, key)
+            offered = {SOURCE_ADDON, ADDON_AIVISHUB, SOURCE_WYOMING}
+            assert step["menu_options"].keys() == offered, (name, key)
             assert "{detail}" in strings["exceptions"][key]["message"], (name, key)
         assert strings["config"]["progress"]["install"], name

@@ -404,3 +404,55 @@ def test_container_aivishub_models_come_from_arguments_or_the_environment(
     assert run.options_from_arguments([], environment).aivishub_models == (PAGE, OTHER)
     chosen = run.options_from_arguments(["--aivishub-model", OTHER], environment)
     assert chosen.aivishub_models == (OTHER,)
+
+
+def test_models_taken_off_the_list_are_deleted_from_the_add_ons_folder_only(
+    run: ModuleType, tmp_path: Path
+) -> None:
+    """Files named for a model that aivishub_models no longer lists would still be served: the
+    engine forgets them (and what a cut transfer of them left); other files stay, and a local
+    folder is the user's."""
+    options = _options(run, aivishub_models=[PAGE])
+    plan = run.plan_voices(options, tmp_path)
+    plan.bundle.mkdir(parents=True)
+    kept, gone = PAGE.rsplit("/", 1)[1], OTHER
+    for name in (f"{kept}.aivmx", f"{gone}.aivmx", "my-voice.aivmx"):
+        (plan.bundle / name).write_bytes(b"aivmx")
+    partial = plan.bundle / ".yomiage" / "blobs" / f"{gone}-1.0.0.partial"
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(b"half")
+    assert run.unlisted_models(plan) == [gone]
+
+    command = run.forget_command(plan, [gone])
+    subprocess.run(command, check=True, timeout=60)
+    assert sorted(p.name for p in plan.bundle.glob("*.aivmx")) == [
+        f"{kept}.aivmx",
+        "my-voice.aivmx",
+    ]
+    assert not partial.exists()
+
+    local = tmp_path / "share" / "voices"
+    local.mkdir(parents=True)
+    (local / f"{gone}.aivmx").write_bytes(b"aivmx")
+    plan = run.plan_voices(_options(run, voices="local", local_folder=str(local)), tmp_path, None)
+    assert run.unlisted_models(plan) == []
+
+
+def test_a_start_forgets_the_unlisted_models_before_fetching(
+    run: ModuleType, tmp_path: Path
+) -> None:
+    calls: list[list[str]] = []
+
+    class Child:
+        stopping = False
+
+        def run(self, command: list[str]) -> SimpleNamespace:
+            calls.append(command)
+            return SimpleNamespace(wait=lambda: 0)
+
+    options = _options(run, voices="aivishub", aivishub_models=[PAGE])
+    plan = run.plan_voices(options, tmp_path)
+    plan.bundle.mkdir(parents=True)
+    (plan.bundle / f"{OTHER}.aivmx").write_bytes(b"aivmx")
+    run.ensure_voices(plan, options, Child())
+    assert calls == [run.forget_command(plan, [OTHER]), run.aivishub_fetch_command(plan, PAGE)]

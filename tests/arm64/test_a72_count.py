@@ -1,0 +1,100 @@
+"""The A72 instruction count (tools/a72_count, issue 54) on the tiny bundle: Yomiage and hayakoe
+in .arm64 under qemu-aarch64 -cpu cortex-a72 with the counting plugin scripts/setup builds.
+Instruction counts, not time: what is checked holds however busy this machine is. Checked: the
+counts are there and repeat, the marked stages account for the whole text, the four-thread runs
+spread work over onnxruntime's pool threads (one-thread runs have none), and the figures the
+report divides out are finite."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools.a72_count import main
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = "greeting"  # two sentences: Yomiage's first audio comes before its end
+STAGES = {"yomiage": ("bert", "front", "decoder"), "hayakoe": ("bert", "synthesizer")}
+
+
+def _counted(out: Path, engines: list[str], threads: list[str]) -> dict[str, Any]:
+    arguments = ["--bundle", "tiny", "--texts", TEXT, "--out", str(out)]
+    assert main([*arguments, "--engines", *engines, "--threads", *threads]) == 0
+    results: dict[str, Any] = json.loads((out / "a72.json").read_text(encoding="utf-8"))
+    return results
+
+
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
+    assert (ROOT / ".cache" / "a72" / "libcount.so").is_file(), "no plugin: run scripts/setup"
+    first = _counted(tmp_path_factory.mktemp("first"), ["yomiage", "hayakoe"], ["1", "4"])
+    again = _counted(tmp_path_factory.mktemp("again"), ["yomiage", "hayakoe"], ["1"])
+    return first, again
+
+
+def test_counts_repeat(counted: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """One thread: the same instructions every run (0.01 % apart when measured). Four threads
+    add what the calling thread spends waiting for the pool threads, which depends on how the
+    emulating machine schedules them (10 % apart on a busy 2-core box): never less than the
+    work of one thread."""
+    first, again = counted
+    for engine in STAGES:
+        one, two = (run["runs"][f"{engine}-t1"]["texts"][TEXT] for run in (first, again))
+        assert one["audio_s"] == two["audio_s"], engine
+        for key in ("instructions", "busiest_thread"):
+            assert one[key] > 0, (engine, key)
+            assert abs(one[key] - two[key]) <= 0.005 * one[key], (engine, key, one, two)
+        four = first["runs"][f"{engine}-t4"]["texts"][TEXT]
+        assert four["audio_s"] == one["audio_s"], engine
+        assert four["instructions"] >= 0.99 * one["instructions"], (engine, four, one)
+
+
+def test_stages_account_for_the_text(counted: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """The stages (each onnxruntime run: its caller and the pool threads) and the Python
+    threads outside runs add up to every thread's instructions over the text: what pool
+    threads do outside runs is not counted in either, so the sum falls short where they spin
+    or work unmarked."""
+    first, _ = counted
+    for name, run in first["runs"].items():
+        text = run["texts"][TEXT]
+        for stage in STAGES[run["engine"]]:
+            assert text["stages"].get(stage, 0) > 0, (name, stage)
+        assert text["overlapping_runs"] == 0, name
+        summed = sum(text["stages"].values())
+        assert abs(summed - text["instructions"]) <= 0.01 * text["instructions"], (name, text)
+
+
+def test_four_threads_work_in_onnxruntime(counted: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    first, _ = counted
+    for engine, stages in STAGES.items():
+        one, four = first["runs"][f"{engine}-t1"], first["runs"][f"{engine}-t4"]
+        assert one["texts"][TEXT]["threads_in_onnxruntime"] == 0, engine
+        assert four["texts"][TEXT]["threads_in_onnxruntime"] > 1, engine
+        counted_threads = [s for s in four["sessions"] if s["stage"] in stages]
+        assert counted_threads and all(
+            s["intra_op_threads"] == 4 and s["spinning"] == "0" for s in counted_threads
+        ), engine
+        text = four["texts"][TEXT]
+        assert text["busiest_thread"] < text["instructions"], engine
+
+
+def test_figures_are_finite(counted: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    first, _ = counted
+    for name, run in first["runs"].items():
+        text = run["texts"][TEXT]
+        assert text["audio_s"] > 0.5, name
+        for key in ("instructions", "busiest_thread"):
+            assert math.isfinite(text[key] / text["audio_s"]), (name, key)
+        reached = text["first_audio"]
+        # Yomiage streams: its first audio comes inside the first sentence; hayakoe's is its end.
+        if run["engine"] == "yomiage":
+            assert 0 < reached["instructions"] < text["instructions"], name
+        else:
+            assert reached["whole"] and reached["instructions"] == text["instructions"], name
+    predicted = first["predicted_pi"][TEXT]
+    assert predicted["yomiage_x_real_time"] > 0
+    assert math.isfinite(predicted["yomiage_first_audio_s"])

@@ -1,0 +1,220 @@
+"""The guest side of tools/a72_count: runs inside the .arm64 root file system (its Python 3.11 and
+/opt/venv), under qemu-aarch64 with the counting plugin (plugin.c), and marks what it does.
+
+    python guest.py run SPEC.json      (started by tools/a72_count, which reads what it wrote)
+    python guest.py prepare SPEC.json  (through scripts/chroot: Yomiage's graphs prepared first)
+
+A mark is ``lseek(-1, MARK_BASE + k, 0)``: the plugin writes every thread's instruction count
+with ``k``; this script writes what each ``k`` meant (SPEC's ``events`` file). Marked: each
+text's start and end, Yomiage's first audio, each onnxruntime run's start and end (with the
+session's stage), and each Python thread's start (so that the threads that never mark are
+onnxruntime's pool threads). Imports nothing from ``tools`` (the rootfs has no .venv-tools).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+MARK_BASE = 0x594F4D0000000000  # plugin.c's MARK_BASE
+SPINNING = "session.intra_op.allow_spinning"
+
+
+class Marks:
+    """Numbered marks, and what each meant, in the order they were made."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def mark(self, kind: str, **details: Any) -> None:
+        with self._lock:
+            number = len(self.events)
+            self.events.append({"k": number, "kind": kind, **details})
+            # The call itself is the mark; it fails (no such file), as intended.
+            with contextlib.suppress(OSError):
+                os.lseek(-1, MARK_BASE + number, os.SEEK_SET)
+
+
+def stage_of(path: str, inputs: list[str], outputs: list[str]) -> str:
+    """The stage a session runs, from its graph file and its inputs and outputs: BERT, the
+    duration predictor's graph (pauses), Yomiage's synthesizer halves (front: text encoder,
+    durations and flow; decoder), or a whole synthesizer (hayakoe: one run for all)."""
+    lowered = path.lower()
+    if path == "<bytes>":  # a graph made in memory (Yomiage's CPU probe at load)
+        return "other"
+    if "yomi_model" in lowered:  # pyopenjtalk-plus's reading of 何 (Yomiage's text analysis)
+        return "reading model"
+    if "input_ids" in inputs or "bert" in Path(lowered).name or "/bert" in lowered:
+        return "bert"
+    if "duration" in lowered:
+        return "duration_predictor"
+    if ".decoder" in lowered or "decoder" in Path(lowered).parent.name:
+        return "decoder"
+    if ".front" in lowered or "front" in Path(lowered).parent.name:
+        return "front"
+    return "synthesizer"
+
+
+def spinning_of(options: Any) -> str:
+    """Whether the session's idle pool threads spin: "0" or "1" (onnxruntime's default)."""
+    try:
+        return str(options.get_session_config_entry(SPINNING))
+    except RuntimeError:  # not set: the default
+        return "1"
+
+
+def count_runs(marks: Marks, threads: int, set_threads: bool) -> list[dict[str, Any]]:
+    """Wraps onnxruntime's sessions so that each run is marked with its stage; ``set_threads``:
+    every session gets ``threads`` intra-op threads that sleep when idle (what Yomiage sets
+    itself; hayakoe leaves onnxruntime's defaults). Returns the sessions made, described."""
+    import onnxruntime as ort
+
+    cls = ort.InferenceSession
+    made: list[dict[str, Any]] = []
+    init: Callable[..., None] = cls.__init__
+    run: Callable[..., Any] = cls.run
+
+    def counted_init(
+        self: Any, source: Any, sess_options: Any = None, *args: Any, **kw: Any
+    ) -> None:
+        options = sess_options if sess_options is not None else ort.SessionOptions()
+        if set_threads:
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            options.add_session_config_entry(SPINNING, "0")
+        init(self, source, options, *args, **kw)
+        path = str(source) if isinstance(source, str | os.PathLike) else "<bytes>"
+        inputs = [i.name for i in self.get_inputs()]
+        outputs = [o.name for o in self.get_outputs()]
+        self._a72_stage = stage_of(path, inputs, outputs)
+        made.append(
+            {
+                "path": path,
+                "stage": self._a72_stage,
+                "inputs": inputs,
+                "outputs": outputs,
+                "intra_op_threads": options.intra_op_num_threads,
+                "spinning": spinning_of(options),
+            }
+        )
+
+    def counted_run(self: Any, *args: Any, **kw: Any) -> Any:
+        stage = getattr(self, "_a72_stage", "unknown")
+        marks.mark("run_begin", stage=stage)
+        try:
+            return run(self, *args, **kw)
+        finally:
+            marks.mark("run_end", stage=stage)
+
+    cls.__init__ = counted_init  # type: ignore[method-assign]
+    cls.run = counted_run  # type: ignore[method-assign]
+    return made
+
+
+def mark_python_threads(marks: Marks) -> None:
+    """Each Python thread marks its start: a thread that never marks is a native one."""
+    bootstrap: Callable[[threading.Thread], None] = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+
+    def marked(self: threading.Thread) -> None:
+        marks.mark("python_thread", name=self.name)
+        bootstrap(self)
+
+    threading.Thread._bootstrap_inner = marked  # type: ignore[attr-defined]
+
+
+class Yomiage:
+    def __init__(self, spec: dict[str, Any]) -> None:
+        from yomiage_engine import Engine, SynthesisOptions
+
+        self.engine = Engine(
+            spec["bundle"], device="cpu", threads=spec["threads"], graph_cache=Path(spec["cache"])
+        )
+        self.engine.load_all()  # every session, and its one timing synthesis
+        self.rate = self.engine.sample_rate
+        # No smooth start: its lead of silence would be the first audio. Noise off: the same
+        # durations, so the same work, every run.
+        self.options = SynthesisOptions(
+            voice=spec["voice"], noise=0.0, noise_w=0.0, smooth_start=False
+        )
+
+    def speak(self, text: str, first: Callable[[], None]) -> int:
+        samples = 0
+        for chunk in self.engine.stream(text, self.options):
+            if not samples:
+                first()
+            samples += int(chunk.pcm.shape[0])
+        return samples
+
+
+class Hayakoe:
+    def __init__(self, spec: dict[str, Any]) -> None:
+        sys.path.insert(0, spec["hayakoe_path"])  # its pyopenjtalk before the venv's
+        from hayakoe import TTS
+
+        bundle = Path(spec["bundle"])
+        speaker, _, self.style = spec["voice"].partition("/")
+        tts = TTS(device="cpu", cache_dir=Path(spec["cache"]) / "hayakoe", bert_source=str(bundle))
+        self.speaker = tts.load(speaker, source=str(bundle)).prepare().speakers[speaker]
+        self.rate = int(self.speaker.sampling_rate)
+
+    def speak(self, text: str, first: Callable[[], None]) -> int:
+        # hayakoe returns the whole text at once: its first audio is its end.
+        result = self.speaker.generate(text, style=self.style, noise=0.0, noise_w=0.0)
+        return len(result.data)
+
+
+def run(spec: dict[str, Any]) -> None:
+    marks = Marks()
+    marks.mark("python_thread", name=threading.current_thread().name)
+    mark_python_threads(marks)
+    sessions = count_runs(marks, spec["threads"], set_threads=spec["engine"] == "hayakoe")
+    engine = (Yomiage if spec["engine"] == "yomiage" else Hayakoe)(spec)
+    unprepared = [s["path"] for s in sessions if s["path"].startswith(spec["bundle"])]
+    if spec["engine"] == "yomiage" and unprepared:
+        # The engine prepares a missing graph in a child process, which qemu with a plugin
+        # cannot start: it then runs the graph as published, which is not what users run.
+        raise SystemExit(f"graphs not prepared beforehand: {unprepared}")
+    for text in spec["warmup"]:
+        engine.speak(text, lambda: None)
+    marks.mark("loaded")
+    texts: list[dict[str, Any]] = []
+    for name, text in spec["texts"].items():
+        marks.mark("text_begin", text=name)
+        samples = engine.speak(text, functools.partial(marks.mark, "first_audio", text=name))
+        marks.mark("text_end", text=name)
+        texts.append({"name": name, "samples": samples, "audio_s": samples / engine.rate})
+        # Written after every text: a long run stopped early still tells what it counted.
+        Path(spec["events"]).write_text(
+            json.dumps({"events": marks.events, "sessions": sessions, "texts": texts}, indent=1),
+            encoding="utf-8",
+        )
+
+
+def prepare(spec: dict[str, Any]) -> None:
+    """Yomiage's graphs prepared for this CPU and thread count (children of their own, which
+    qemu-user with a plugin cannot start: run through scripts/chroot)."""
+    from yomiage_engine import Engine
+
+    engine = Engine(
+        spec["bundle"], device="cpu", threads=spec["threads"], graph_cache=Path(spec["cache"])
+    )
+    engine.load_all()
+    engine.close()
+
+
+def main() -> None:
+    command, spec_path = sys.argv[1], sys.argv[2]
+    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    {"run": run, "prepare": prepare}[command](spec)
+
+
+if __name__ == "__main__":
+    main()

@@ -39,8 +39,9 @@ def counted(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], d
 def test_counts_repeat(counted: tuple[dict[str, Any], dict[str, Any]]) -> None:
     """One thread: the same instructions every run (0.01 % apart when measured). Four threads
     add what the calling thread spends waiting for the pool threads, which depends on how the
-    emulating machine schedules them (10 % apart on a busy 2-core box): never less than the
-    work of one thread."""
+    emulating machine schedules them (10 % apart on a busy 2-core box); without the waiting
+    loops they do the work of one thread, and their critical path lies between a quarter of it
+    and the busiest thread."""
     first, again = counted
     for engine in STAGES:
         one, two = (run["runs"][f"{engine}-t1"]["texts"][TEXT] for run in (first, again))
@@ -51,6 +52,11 @@ def test_counts_repeat(counted: tuple[dict[str, Any], dict[str, Any]]) -> None:
         four = first["runs"][f"{engine}-t4"]["texts"][TEXT]
         assert four["audio_s"] == one["audio_s"], engine
         assert four["instructions"] >= 0.99 * one["instructions"], (engine, four, one)
+        work = four["instructions"] - four["waiting"]
+        assert abs(work - one["instructions"]) <= 0.05 * one["instructions"], (engine, four, one)
+        assert one["instructions"] / 4 < four["critical_path"] <= four["busiest_thread"], engine
+        alone = one["instructions"] - one["waiting"]  # one thread: its path is all its work
+        assert abs(one["critical_path"] - alone) <= 0.005 * alone, (engine, one)
 
 
 def test_stages_account_for_the_text(counted: tuple[dict[str, Any], dict[str, Any]]) -> None:
@@ -96,5 +102,6 @@ def test_figures_are_finite(counted: tuple[dict[str, Any], dict[str, Any]]) -> N
         else:
             assert reached["whole"] and reached["instructions"] == text["instructions"], name
     predicted = first["predicted_pi"][TEXT]
-    assert predicted["yomiage_x_real_time"] > 0
-    assert math.isfinite(predicted["yomiage_first_audio_s"])
+    for path in ("busiest", "critical_path"):
+        assert predicted[f"yomiage_x_real_time_{path}"] > 0, path
+        assert math.isfinite(predicted[f"yomiage_first_audio_s_{path}"]), path

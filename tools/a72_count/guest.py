@@ -71,10 +71,13 @@ def spinning_of(options: Any) -> str:
         return "1"
 
 
-def count_runs(marks: Marks, threads: int, set_threads: bool) -> list[dict[str, Any]]:
+def count_runs(
+    marks: Marks, threads: int, set_threads: bool, refused: str | None
+) -> list[dict[str, Any]]:
     """Wraps onnxruntime's sessions so that each run is marked with its stage; ``set_threads``:
     every session gets ``threads`` intra-op threads that sleep when idle (what Yomiage sets
-    itself; hayakoe leaves onnxruntime's defaults). Returns the sessions made, described."""
+    itself; hayakoe leaves onnxruntime's defaults); a session of a graph under ``refused``
+    stops the run at once. Returns the sessions made, described."""
     import onnxruntime as ort
 
     cls = ort.InferenceSession
@@ -85,13 +88,17 @@ def count_runs(marks: Marks, threads: int, set_threads: bool) -> list[dict[str, 
     def counted_init(
         self: Any, source: Any, sess_options: Any = None, *args: Any, **kw: Any
     ) -> None:
+        path = str(source) if isinstance(source, str | os.PathLike) else "<bytes>"
+        if refused and path.startswith(refused):
+            # Yomiage prepares a missing graph in a child process, which qemu with a plugin
+            # cannot start; it would run the graph as published, which is not what users run.
+            raise SystemExit(f"graphs not prepared beforehand: {path}")
         options = sess_options if sess_options is not None else ort.SessionOptions()
         if set_threads:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
             options.add_session_config_entry(SPINNING, "0")
         init(self, source, options, *args, **kw)
-        path = str(source) if isinstance(source, str | os.PathLike) else "<bytes>"
         inputs = [i.name for i in self.get_inputs()]
         outputs = [o.name for o in self.get_outputs()]
         self._a72_stage = stage_of(path, inputs, outputs)
@@ -175,13 +182,11 @@ def run(spec: dict[str, Any]) -> None:
     marks = Marks()
     marks.mark("python_thread", name=threading.current_thread().name)
     mark_python_threads(marks)
-    sessions = count_runs(marks, spec["threads"], set_threads=spec["engine"] == "hayakoe")
-    engine = (Yomiage if spec["engine"] == "yomiage" else Hayakoe)(spec)
-    unprepared = [s["path"] for s in sessions if s["path"].startswith(spec["bundle"])]
-    if spec["engine"] == "yomiage" and unprepared:
-        # The engine prepares a missing graph in a child process, which qemu with a plugin
-        # cannot start: it then runs the graph as published, which is not what users run.
-        raise SystemExit(f"graphs not prepared beforehand: {unprepared}")
+    ours = spec["engine"] == "yomiage"
+    sessions = count_runs(
+        marks, spec["threads"], set_threads=not ours, refused=spec["bundle"] if ours else None
+    )
+    engine = (Yomiage if ours else Hayakoe)(spec)
     for text in spec["warmup"]:
         engine.speak(text, lambda: None)
     marks.mark("loaded")

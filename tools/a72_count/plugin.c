@@ -10,7 +10,11 @@
  *   I <slot>                       a thread started on the slot
  *   X <slot> <count>               a thread on the slot exited
  *   M <k> <slot> <c0> <c1> ...     slot marked k; every slot's count at that moment
+ *   S <k> <s0> <s1> ...            after each M line: every slot's instructions in waiting
+ *                                  loops (blocks holding a YIELD, WFE or ISB hint, the
+ *                                  instructions spin-waits are built on), at that moment
  *   E <c0> <c1> ...                the guest exited; every slot's count
+ *   F <s0> <s1> ...                the same for waiting loops
  *
  * No Debian package ships qemu-plugin.h, so the few declarations used are written out below,
  * from QEMU 7.2's documented plugin API (version 1). */
@@ -58,6 +62,9 @@ void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb *tb, qemu_plugin
 void qemu_plugin_register_vcpu_syscall_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_syscall_cb_t cb);
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void *userdata);
 size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
+struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
+const void *qemu_plugin_insn_data(const struct qemu_plugin_insn *insn);
+size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
 
 #define EXPORT __attribute__((visibility("default")))
 EXPORT int qemu_plugin_version = 1;
@@ -71,17 +78,24 @@ EXPORT int qemu_plugin_version = 1;
 /* One counter per slot, each on its own cache line: the threads add to them concurrently. */
 static struct {
     volatile uint64_t count;
-    char pad[56];
+    volatile uint64_t waiting; /* of count: in blocks that hold a waiting hint */
+    char pad[48];
 } counts[MAX_SLOTS];
+/* A64 hint encodings: YIELD, WFE, ISB (SY). Spin-waits pause with one of them (onnxruntime's
+ * and glibc's): what a thread does there depends on how long it waits, not on its work. */
+#define A64_YIELD UINT32_C(0xd503203f)
+#define A64_WFE UINT32_C(0xd503205f)
+#define A64_ISB UINT32_C(0xd5033fdf)
 static volatile unsigned int slots_seen;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *out;
 static pid_t owner;
 
 /* Written under the lock; a forked child (none is expected) writes nothing. */
-static void write_counts(void) {
+static void write_counts(bool waiting) {
     unsigned int n = slots_seen;
-    for (unsigned int i = 0; i < n; i++) fprintf(out, " %" PRIu64, counts[i].count);
+    for (unsigned int i = 0; i < n; i++)
+        fprintf(out, " %" PRIu64, waiting ? counts[i].waiting : counts[i].count);
     fputc('\n', out);
 }
 
@@ -95,10 +109,29 @@ static void on_exec(unsigned int slot, void *insns) {
     if (slot < MAX_SLOTS) counts[slot].count += (uintptr_t)insns;
 }
 
+static void on_exec_waiting(unsigned int slot, void *insns) {
+    if (slot < MAX_SLOTS) {
+        counts[slot].count += (uintptr_t)insns;
+        counts[slot].waiting += (uintptr_t)insns;
+    }
+}
+
+static bool holds_waiting_hint(const struct qemu_plugin_tb *tb, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        uint32_t word;
+        if (qemu_plugin_insn_size(insn) != sizeof word) continue;
+        memcpy(&word, qemu_plugin_insn_data(insn), sizeof word);
+        if (word == A64_YIELD || word == A64_WFE || word == A64_ISB) return true;
+    }
+    return false;
+}
+
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     (void)id;
-    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_exec, QEMU_PLUGIN_CB_NO_REGS,
-                                         (void *)(uintptr_t)qemu_plugin_tb_n_insns(tb));
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, holds_waiting_hint(tb, n) ? on_exec_waiting : on_exec,
+                                         QEMU_PLUGIN_CB_NO_REGS, (void *)(uintptr_t)n);
 }
 
 static void on_vcpu_init(qemu_plugin_id_t id, unsigned int slot) {
@@ -128,7 +161,9 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int slot, int64_t num, uint
     pthread_mutex_lock(&lock);
     see_slot(slot);
     fprintf(out, "M %" PRIu64 " %u", offset - MARK_BASE, slot);
-    write_counts();
+    write_counts(false);
+    fprintf(out, "S %" PRIu64, offset - MARK_BASE);
+    write_counts(true);
     fflush(out);
     pthread_mutex_unlock(&lock);
 }
@@ -138,7 +173,9 @@ static void on_exit_guest(qemu_plugin_id_t id, void *unused) {
     if (getpid() != owner) return;
     pthread_mutex_lock(&lock);
     fputs("E", out);
-    write_counts();
+    write_counts(false);
+    fputs("F", out);
+    write_counts(true);
     fclose(out);
     out = NULL;
     pthread_mutex_unlock(&lock);

@@ -17,17 +17,26 @@ bundle: ``full`` is the full-size random voice as hayakoe's exporter writes it (
 measured view, .cache/dialects-full/hayakoe with BERT from .cache/bundle-full); ``tiny`` is
 tests/fixtures/bundle-tiny (fast; a check of the instrument, not a figure of the engines).
 
-Reported per text and over all texts: instructions (all threads; the busiest thread, the
-critical path on four cores), per second of audio; to first audio (Yomiage's first chunk;
+Reported per text and over all texts: instructions (all threads; the busiest thread, waits
+included; the critical path), per second of audio; to first audio (Yomiage's first chunk;
 hayakoe returns whole); per stage, one stage per onnxruntime session (BERT; Yomiage's front,
 which runs the text encoder, durations and flow in one run, and its decoder; hayakoe's whole
-synthesizer; the duration predictor's graph) plus what the Python threads did outside
-onnxruntime; per thread. Instruction counts do not depend on how busy this machine is; they are
-not cycles (caches, memory and the A72's issue rate are not modelled), so a Pi figure is
-predicted by calibration: hayakoe speaks at 0.3x real time on a Pi 4B (four threads), and
-Yomiage is predicted from the two engines' busiest threads per audio second. Emulation runs
-about 100-200 M guest instructions a second here: a full-size voice costs minutes per audio
-second. Written to ``--out``: a72.json (everything, per run) and a72.md (the tables).
+synthesizer; the duration predictor's graph; pyopenjtalk-plus's reading model) plus what the
+Python threads did outside onnxruntime; per thread. Waiting: with several threads onnxruntime's
+calling thread waits for its pool in loops that hold an A64 YIELD / WFE / ISB hint, which the
+plugin counts apart; how long it waits there depends on how this machine schedules the emulated
+threads, not on the A72, so the critical path leaves waits out: per onnxruntime run the busiest
+thread's work, plus the work outside onnxruntime. Instruction counts do not depend on how busy
+this machine is (waits aside); they are not cycles (caches, memory and the A72's issue rate are
+not modelled), so a Pi figure is predicted by calibration: hayakoe speaks at 0.3x real time on
+a Pi 4B (four threads), and Yomiage is predicted from the two engines' busiest threads, and
+from their critical paths, per audio second. Emulation is slow: ~180 M guest instructions a
+second on an idle core for Python and numpy, fewer for convolutions and on a busy box, while a
+full-size voice costs 12-16 G instructions per audio second (issue 54): choose small --texts
+for the full bundle. Written to ``--out``: a72.json (everything, per run), a72.md (the
+tables) and each run's folder (its spec, the plugin's counts, the guest's marks);
+``--report-only`` reports them again, runs stopped early with the texts they finished.
+``--repeats N`` counts each engine and thread count N times.
 Needs root (scripts/chroot) and ``scripts/setup`` (the plugin, hayakoe's wheels, .arm64).
 """
 

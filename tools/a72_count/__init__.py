@@ -36,7 +36,8 @@ full-size voice costs 12-16 G instructions per audio second (issue 54): choose s
 for the full bundle. Written to ``--out``: a72.json (everything, per run), a72.md (the
 tables) and each run's folder (its spec, the plugin's counts, the guest's marks);
 ``--report-only`` reports them again, runs stopped early with the texts they finished.
-``--repeats N`` counts each engine and thread count N times.
+``--repeats N`` counts each engine and thread count N times; ``--prepared`` skips the preparation
+(minutes at full size) where the caches hold it already.
 Needs root (scripts/chroot) and ``scripts/setup`` (the plugin, hayakoe's wheels, .arm64).
 """
 
@@ -544,6 +545,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="emulated processes at once")
     parser.add_argument("--out", type=Path, default=REPO / "bench-out" / "a72")
     parser.add_argument(
+        "--prepared",
+        action="store_true",
+        help="Yomiage's graphs are prepared for these threads already: skip that step (a run "
+        "that would load a graph as published stops at once)",
+    )
+    parser.add_argument(
         "--report-only",
         action="store_true",
         help="run nothing: report the runs in --out again (those stopped early: what they "
@@ -557,7 +564,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     measured, view, voice = bundle_view(args.bundle)
     chosen = {name: texts()[name] for name in args.texts}
-    if "yomiage" in args.engines:
+    if "yomiage" in args.engines and not args.prepared:
         for threads in args.threads:
             _progress(f"preparing Yomiage's graphs for {threads} thread(s) (scripts/chroot)")
             prepare(view, voice, threads, view.parent)

@@ -9,7 +9,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -171,27 +171,33 @@ def test_commands_are_the_ones_the_cli_understands(run: ModuleType, tmp_path: Pa
             _options(run, **{name: bad})
 
 
+class _Child:
+    """run.py's child process as ensure_voices starts it: each command recorded, then exiting
+    with ``status(command)``."""
+
+    stopping = False
+
+    def __init__(self, status: Callable[[list[str]], int] = lambda command: 0) -> None:
+        self.calls: list[list[str]] = []
+        self._status = status
+
+    def run(self, command: list[str]) -> SimpleNamespace:
+        self.calls.append(command)
+        code = self._status(command)
+        return SimpleNamespace(wait=lambda: code)
+
+
 def test_voices_already_downloaded_are_used_when_the_hub_is_out_of_reach(
     run: ModuleType, tmp_path: Path
 ) -> None:
-    calls: list[list[str]] = []
-
-    class Offline:
-        """run.py's child process, failing as a download with no network does."""
-
-        stopping = False
-
-        def run(self, command: list[str]) -> SimpleNamespace:
-            calls.append(command)
-            return SimpleNamespace(wait=lambda: 1)
-
+    offline = _Child(lambda command: 1)  # a download with no network fails
     options = _options(run)
     plan = run.plan_voices(options, tmp_path)
     with pytest.raises(run.AddonError, match="could not download the voices"):
-        run.ensure_voices(plan, options, Offline())
+        run.ensure_voices(plan, options, offline)
     (plan.bundle / "onnx" / "speakers" / "jvnv-F1-jp").mkdir(parents=True)
-    run.ensure_voices(plan, options, Offline())  # no error: serve what is there
-    assert len(calls) == 2 and calls[0][3] == "fetch"
+    run.ensure_voices(plan, options, offline)  # no error: serve what is there
+    assert len(offline.calls) == 2 and offline.calls[0][3] == "fetch"
 
 
 # -- the Supervisor --------------------------------------------------------------------------------
@@ -359,21 +365,13 @@ def test_aivishub_models_join_the_official_voices_in_their_folder(
     run: ModuleType, tmp_path: Path
 ) -> None:
     """The Hub's voices first (their folder has the language model), then the models into it."""
-    calls: list[list[str]] = []
-
-    class Child:
-        stopping = False
-
-        def run(self, command: list[str]) -> SimpleNamespace:
-            calls.append(command)
-            return SimpleNamespace(wait=lambda: 0)
-
+    child = _Child()
     options = _options(run, aivishub_models=[PAGE])
     plan = run.plan_voices(options, tmp_path)
     assert (plan.repo, plan.aivishub_models) == (run.OFFICIAL_REPO, (PAGE,))
-    run.ensure_voices(plan, options, Child())
-    assert [command[4] for command in calls] == [run.OFFICIAL_REPO, PAGE]
-    assert all(command[command.index("--to") + 1] == str(plan.bundle) for command in calls)
+    run.ensure_voices(plan, options, child)
+    assert [command[4] for command in child.calls] == [run.OFFICIAL_REPO, PAGE]
+    assert all(command[command.index("--to") + 1] == str(plan.bundle) for command in child.calls)
     serve = run.serve_command(plan, options, 10200)
     assert serve[serve.index("--aivishub") + 1] == PAGE
 
@@ -381,20 +379,12 @@ def test_aivishub_models_join_the_official_voices_in_their_folder(
 def test_an_aivishub_model_that_cannot_be_fetched_stops_the_start(
     run: ModuleType, tmp_path: Path
 ) -> None:
-    calls: list[list[str]] = []
-
-    class Child:
-        stopping = False
-
-        def run(self, command: list[str]) -> SimpleNamespace:
-            calls.append(command)
-            return SimpleNamespace(wait=lambda: 0 if command[4] == PAGE else 2)
-
+    child = _Child(lambda command: 0 if command[4] == PAGE else 2)
     options = _options(run, voices="aivishub", aivishub_models=[PAGE, OTHER])
     plan = run.plan_voices(options, tmp_path)
     with pytest.raises(run.AddonError, match=f"AivisHub model {OTHER}"):
-        run.ensure_voices(plan, options, Child())
-    assert [command[4] for command in calls] == [PAGE, OTHER]
+        run.ensure_voices(plan, options, child)
+    assert [command[4] for command in child.calls] == [PAGE, OTHER]
 
 
 def test_container_aivishub_models_come_from_arguments_or_the_environment(
@@ -441,18 +431,11 @@ def test_models_taken_off_the_list_are_deleted_from_the_add_ons_folder_only(
 def test_a_start_forgets_the_unlisted_models_before_fetching(
     run: ModuleType, tmp_path: Path
 ) -> None:
-    calls: list[list[str]] = []
-
-    class Child:
-        stopping = False
-
-        def run(self, command: list[str]) -> SimpleNamespace:
-            calls.append(command)
-            return SimpleNamespace(wait=lambda: 0)
-
+    child = _Child()
     options = _options(run, voices="aivishub", aivishub_models=[PAGE])
     plan = run.plan_voices(options, tmp_path)
     plan.bundle.mkdir(parents=True)
     (plan.bundle / f"{OTHER}.aivmx").write_bytes(b"aivmx")
-    run.ensure_voices(plan, options, Child())
-    assert calls == [run.forget_command(plan, [OTHER]), run.aivishub_fetch_command(plan, PAGE)]
+    run.ensure_voices(plan, options, child)
+    forget, fetch = run.forget_command(plan, [OTHER]), run.aivishub_fetch_command(plan, PAGE)
+    assert child.calls == [forget, fetch]

@@ -83,13 +83,8 @@ class AddonSteps(AivisHubSteps):
     ) -> ConfigFlowResult:
         """A voice from AivisHub for the add-on: the page form, once the add-on's options say
         that it takes one (a folder of voices does not)."""
-        self._addon = YomiageAddon(self.hass)
-        try:
-            self._addon_now = await self._addon.async_options()
-        except AddonSetupError as err:
-            return self._addon_abort(err)
-        if self._addon_now is None and not self.installs_addon:
-            return self.async_abort(reason="addon_not_installed")
+        if (stop := await self._async_look_up_addon()) is not None:
+            return stop
         if self._addon_now is not None and self._addon_now.get(VOICES) == "local":
             folder = str(self._addon_now.get("local_folder") or "")
             return self.async_abort(
@@ -97,6 +92,18 @@ class AddonSteps(AivisHubSteps):
             )
         self._aivishub_for_addon = True
         return await self.async_step_aivishub()
+
+    async def _async_look_up_addon(self) -> ConfigFlowResult | None:
+        """The add-on's options into ``_addon_now`` (None: not installed); an abort where the
+        Supervisor cannot say, or where it is not installed and this flow does not install it."""
+        self._addon = YomiageAddon(self.hass)
+        try:
+            self._addon_now = await self._addon.async_options()
+        except AddonSetupError as err:
+            return self._addon_abort(err)
+        if self._addon_now is None and not self.installs_addon:
+            return self.async_abort(reason="addon_not_installed")
+        return None
 
     def _aivishub_present(self, uuid: str) -> str | None:
         """On the add-on: a model it lists and whose entry is set up (without one, the add-on

@@ -109,7 +109,6 @@ from .supervisor import (
     ADDON_SLUG,
     AddonAddress,
     AddonSetupError,
-    YomiageAddon,
     supervisor_present,
 )
 from .user_words import UserWordsError, parse_user_words
@@ -233,12 +232,9 @@ class YomiageConfigFlow(AddonSteps, ConfigFlow, domain=DOMAIN):
         """Install the add-on (its voices chosen next), or start the one already installed."""
         await self.async_set_unique_id(ADDON_SLUG)
         self._abort_if_unique_id_configured()
-        self._addon = YomiageAddon(self.hass)
-        try:
-            installed = await self._addon.async_installed()
-        except AddonSetupError as err:
-            return self._addon_abort(err)
-        if installed:
+        if (stop := await self._async_look_up_addon()) is not None:
+            return stop
+        if self._addon_now is not None:
             return await self.async_step_addon_start()  # its voices are its own options
         self._for_addon = True
         return self.async_show_menu(
@@ -723,13 +719,9 @@ class YomiageOptionsFlow(AddonSteps, OptionsFlow):
     ) -> ConfigFlowResult:
         """AivisHub models the add-on no longer fetches nor speaks; where they are all its
         voices (voices: aivishub), one at least stays."""
-        self._addon = YomiageAddon(self.hass)
-        try:
-            options = await self._addon.async_options()
-        except AddonSetupError as err:
-            return self._addon_abort(err)
-        if options is None:
-            return self.async_abort(reason="addon_not_installed")
+        if (stop := await self._async_look_up_addon()) is not None:
+            return stop
+        options = self._addon_now or {}
         listed = addon_models(options)
         errors: dict[str, str] = {}
         if user_input is not None:

@@ -115,12 +115,9 @@ class YomiageAddon:
         self._added_repository = False
         self._installed = False
 
-    async def async_installed(self) -> bool:
-        """Whether the add-on is installed (False while its repository is not in the store)."""
-        return await self.async_options() is not None
-
     async def async_options(self) -> dict[str, Any] | None:
-        """The installed add-on's options; None where it is not installed."""
+        """The installed add-on's options; None where it is not installed (as while its
+        repository is not in the store)."""
         if not await self._async_repository_added():
             return None
         info = await self._async_info()

@@ -60,9 +60,11 @@ def split_decoder(model: memoryview, audio: str, scope: str = DECODER_SCOPE) -> 
     boundary = _boundary(graph, decoder, audio)
     if boundary is None:
         return None
-    shape = decoder_shape(graph, decoder, boundary, audio)
-    if shape is None:
+    reach = forward_reach(graph, decoder, boundary)
+    if reach is None or audio not in reach:
         return None
+    hop, frames = reach[audio]
+    shape = DecoderShape(hop=hop, context=math.ceil(frames) + 1)
     front = _encode(graph, _ancestors(graph, boundary), outputs=boundary)
     back = _encode(graph, decoder, inputs=boundary)
     return DecoderSplit(
@@ -107,14 +109,14 @@ def _ancestors(graph: wire.Graph, names: tuple[str, ...]) -> set[int]:
     return found
 
 
-def decoder_shape(
-    graph: wire.Graph, decoder: set[int], boundary: tuple[str, ...], audio: str
-) -> DecoderShape | None:
-    """Hop and receptive field of the decoder, walked from its inputs to the audio.
+def forward_reach(
+    graph: wire.Graph, decoder: set[int], boundary: tuple[str, ...]
+) -> dict[str, tuple[int, float]] | None:
+    """Each time-aligned tensor of the decoder with (samples per frame, reach in frames from its
+    inputs), None where the decoder holds an op this walk does not know.
 
-    Each time-aligned tensor carries (samples per frame, reach in frames); a convolution adds
-    half its dilated kernel, an upsampling ConvTranspose its whole kernel (rounded up). The
-    speaker vector walks along harmlessly: its convolutions have kernel 1.
+    A convolution adds half its dilated kernel, an upsampling ConvTranspose its whole kernel
+    (rounded up). The speaker vector walks along harmlessly: its convolutions have kernel 1.
     """
     reach: dict[str, tuple[int, float]] = {name: (1, 0.0) for name in boundary}
     for position in sorted(decoder):
@@ -123,19 +125,36 @@ def decoder_shape(
         if not timed:
             continue
         scale, frames = max(timed, key=lambda item: item[1])
-        step = _step(node, graph.initializers, scale)
+        step = reach_step(node, graph.initializers, scale)
         if step is None:
             return None
         new_scale, extra = step
         for output in node.outputs:
             reach[output] = (new_scale, frames + extra)
-    if audio not in reach:
-        return None
-    hop, frames = reach[audio]
-    return DecoderShape(hop=hop, context=math.ceil(frames) + 1)
+    return reach
 
 
-def _step(node: Node, initializers: dict[str, Tensor], scale: int) -> tuple[int, float] | None:
+def reach_left(
+    graph: wire.Graph, decoder: set[int], reach: dict[str, tuple[int, float]], audio: str
+) -> dict[str, float]:
+    """For each time-aligned tensor on the way to ``audio``: the frames on either side of an
+    audio sample through which that tensor can still reach it."""
+    left: dict[str, float] = {audio: 0.0}
+    for position in sorted(decoder, reverse=True):
+        node = graph.nodes[position]
+        after = [left[name] for name in node.outputs if name in left]
+        timed = [name for name in node.inputs if name in reach]
+        if not after or not timed:
+            continue
+        scale = max((reach[name] for name in timed), key=lambda item: item[1])[0]
+        step = reach_step(node, graph.initializers, scale)
+        assert step is not None  # the forward walk knew every op
+        for name in timed:
+            left[name] = max(left.get(name, 0.0), max(after) + step[1])
+    return left
+
+
+def reach_step(node: Node, initializers: dict[str, Tensor], scale: int) -> tuple[int, float] | None:
     """(samples per frame after ``node``, frames of reach it adds), None for an unknown op."""
     if node.op_type in _ALIGNED:
         return scale, 0.0

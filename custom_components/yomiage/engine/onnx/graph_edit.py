@@ -86,6 +86,7 @@ class GraphEdit:
         self._declared: dict[str, list[int | str]] = {}
         self._forgotten: set[str] = set()
         self._interface: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+        self._int_inputs: list[tuple[str, list[int | str]]] = []
 
     # -- reading ------------------------------------------------------------------------------
     @functools.cached_property
@@ -156,6 +157,11 @@ class GraphEdit:
         of any shape) replace them."""
         self._dropped.update(set(self.graph.nodes) - positions)
         self._interface = (tuple(inputs), tuple(outputs))
+
+    def add_int_input(self, name: str, dims: Sequence[int | str]) -> None:
+        """A new int64 input of the graph (after those it declares)."""
+        self._names.add(name)
+        self._int_inputs.append((name, list(dims)))
 
     # -- constants, initializers and shapes ----------------------------------------------------
     def ints(self, values: Sequence[int], dims: Sequence[int] | None = None) -> str:
@@ -229,6 +235,9 @@ class GraphEdit:
                 for name in names:
                     info = wire.value_info(name, wire.TENSOR_FLOAT, None)
                     out.add(wire.bytes_field(number, info))
+        for name, dims in self._int_inputs:
+            info = wire.value_info(name, wire.TENSOR_INT64, dims)
+            out.add(wire.bytes_field(wire.GRAPH_INPUT, info))
         return out
 
     def _written_nodes(self) -> Iterator[_Written]:

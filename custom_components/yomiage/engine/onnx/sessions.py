@@ -32,6 +32,7 @@ from .cores import usable_cores
 from .decoder_graph import DecoderShape, DecoderSplit, cut_durations, read_split
 from .machine import CPU_PROVIDER, Machine
 from .passes.registry import GraphKind, passes_for
+from .passes.vits_decoder_span import SPAN_INPUT
 from .wire import Chunks, WireError
 
 _LOGGER = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class SplitSessions:
     decoder: ort.InferenceSession  # ``boundary`` (time-sliceable) -> audio
     boundary: tuple[str, ...]
     shape: DecoderShape
+    takes_span: bool  # the decoder gives only the span it is fed (passes/vits_decoder_span.py)
 
 
 def _cache_enabled() -> bool:
@@ -168,7 +170,8 @@ class SessionFactory:
             meta.unlink(missing_ok=True)
             return None
         shape = DecoderShape(hop=described["hop"], context=described["context"])
-        return SplitSessions(front, decoder, tuple(described["boundary"]), shape)
+        takes_span = SPAN_INPUT in {item.name for item in decoder.get_inputs()}
+        return SplitSessions(front, decoder, tuple(described["boundary"]), shape, takes_span)
 
     def create_durations(self, path: Path, output: str | None) -> ort.InferenceSession | None:
         """A session of the part of synthesizer ``path`` that computes the frames per phone

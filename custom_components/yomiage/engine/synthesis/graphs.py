@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from ..onnx.contract import GraphContract, VoiceShape, duration_contract, synthesizer_contract
 from ..onnx.passes.registry import GraphKind
+from ..onnx.passes.vits_decoder_span import SPAN_INPUT
 from ..onnx.sessions import SessionFactory, SplitSessions
 from .clock import MONOTONIC, Clock
 from .decode_speed import DecodeSpeed
@@ -114,31 +115,35 @@ class VoiceGraphs:
     def decode(
         self, fronted: Fronted, span: tuple[int, int], gate: RunGate = run_plainly
     ) -> NDArray[np.float32]:
-        """Samples of the frames ``span`` of a fronted sentence, decoded with ``context`` frames
-        of overlap either side (the decoder's receptive field), trimmed off again: together the
-        spans give the samples of one whole run. ``gate`` starts the run (turns.py)."""
+        """Samples of the frames ``span`` of a fronted sentence, decoded from a window with
+        ``context`` frames of overlap either side (the decoder's receptive field): together the
+        spans give the samples of one whole run. A decoder prepared to take the span
+        (passes/vits_decoder_span.py) gives its samples only; another gives the window's,
+        trimmed here. ``gate`` starts the run (turns.py)."""
         split = self._split_sessions()
         assert split is not None  # a Fronted comes from a split synthesizer
         start, stop = span
         frames, hop = fronted.frames, split.shape.hop
         low, high = decode_window(span, frames, fronted.context)
-        window = {
+        feeds = {
             name: value[..., low:high] if value.shape[-1] == frames else value
             for name, value in fronted.boundary.items()
         }
+        if split.takes_span:
+            feeds[SPAN_INPUT] = np.array([start - low, stop - low], dtype=np.int64)
         decoder, timed = split.decoder, []
 
         def run(options: ort.RunOptions | None) -> Any:
             # Timed inside the gate: not the wait for a turn, not a run cut short.
             started = self._clock()
-            outputs = decoder.run(None, window, options)
+            outputs = decoder.run(None, feeds, options)
             timed.append(self._clock() - started)
             return outputs
 
         (audio,) = gate(run, self.decode_speed.expected_s(high - low))
         self.decode_speed.record(high - low, timed[-1])
         samples = np.asarray(audio, dtype=np.float32).reshape(-1)
-        return samples[(start - low) * hop : (stop - low) * hop]
+        return samples if split.takes_span else samples[(start - low) * hop : (stop - low) * hop]
 
     def durations(self, values: Feeds, bert: ort.OrtValue | None) -> NDArray[np.float32] | None:
         """Predicted frames per phone, float32 [phones]; None without a duration pass."""

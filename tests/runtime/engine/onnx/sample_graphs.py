@@ -13,8 +13,11 @@ from numpy.typing import NDArray
 
 from custom_components.yomiage.engine.onnx import wire
 from custom_components.yomiage.engine.onnx.decoder_graph import DecoderSplit, read_split
+from custom_components.yomiage.engine.onnx.passes import vits_conv_lift, vits_decoder_span
 from custom_components.yomiage.engine.onnx.passes.registry import GraphKind
+from custom_components.yomiage.engine.onnx.passes.vits_decoder_span import SPAN_INPUT
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
+from custom_components.yomiage.engine.synthesis.graphs import decode_window
 
 from ...voice_files import DIALECTS, SBV2_SPEAKER, SPEAKER_DIR
 from .onnx_build import ModelBuilder, conv_attributes, float_attribute
@@ -176,3 +179,36 @@ def assert_front_keeps_the_samples(whole: DialectFront, front: bytes, threads: i
         (got,) = decoder.run(None, dict(zip(whole.split.boundary, boundary, strict=True)))
         assert got.shape == expected.shape
         assert np.abs(pcm(got) - pcm(expected)).max() <= 1
+
+
+def prepared_without_blocked_kernels(decoder: wire.Chunks) -> bytes:
+    """A cut decoder as the passes prepare it where onnxruntime has no blocked kernels
+    (aarch64): cut to the span it is fed, then lifted."""
+    prepared = b"".join(bytes(part) for part in decoder.parts)
+    for step in (vits_decoder_span.cut_to_span, vits_conv_lift.lift_for_cpu):
+        rewritten = step(memoryview(prepared), block=0)
+        if rewritten is not None:
+            prepared = b"".join(bytes(part) for part in rewritten.parts)
+    return prepared
+
+
+def decode_cut_to_spans(
+    decoder: ort.InferenceSession,
+    boundary: dict[str, NDArray[np.float32]],
+    spans: list[tuple[int, int]],
+    context: int,
+) -> NDArray[np.float32]:
+    """The samples of ``spans`` (in order) from a decoder cut to the span it is fed, each
+    decoded from its window as the engine decodes a piece."""
+    frames = max(value.shape[-1] for value in boundary.values())
+    pieces = []
+    for start, stop in spans:
+        low, high = decode_window((start, stop), frames, context)
+        feeds = {
+            name: value[..., low:high] if value.shape[-1] == frames else value
+            for name, value in boundary.items()
+        }
+        feeds[SPAN_INPUT] = np.array([start - low, stop - low], dtype=np.int64)
+        (audio,) = decoder.run(None, feeds)
+        pieces.append(np.asarray(audio, dtype=np.float32).reshape(-1))
+    return np.concatenate(pieces)

@@ -22,6 +22,7 @@ from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 from custom_components.yomiage.engine.synthesis.pieces import decode_spans, decode_window
 
 from .. import trained_voice
+from .sample_graphs import decode_cut_to_spans, prepared_without_blocked_kernels
 
 # Piper's graph ends with an Unsqueeze after its decoder's Tanh: the audio is that Tanh here.
 DECODER_AUDIO = "/dec/Tanh_output_0"
@@ -82,6 +83,30 @@ def test_prepared_pieces_of_a_trained_decoder_give_the_published_samples(
     joined = np.concatenate(pieces)
     assert joined.shape == whole.shape
     assert np.abs(joined - whole).max() <= 2 * LSB
+
+
+def test_a_trained_decoder_cut_to_its_spans_gives_the_published_samples(
+    decoder_graph: Path,
+) -> None:
+    """As a Raspberry Pi prepares it (no blocked kernels): each piece's audio-rate layers cut to
+    its span (passes/vits_decoder_span.py), the convolutions lifted; within 1 LSB."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    feeds = trained_voice.feeds()
+    (whole,) = ort.InferenceSession(str(decoder_graph), options).run(None, feeds)
+    split = read_split(decoder_graph, DECODER_AUDIO)
+    assert split is not None
+    front = ort.InferenceSession(b"".join(bytes(part) for part in split.front.parts), options)
+    decoder = ort.InferenceSession(prepared_without_blocked_kernels(split.decoder), options)
+    boundary = dict(zip(split.boundary, front.run(list(split.boundary), feeds), strict=True))
+    frames = max(value.shape[-1] for value in boundary.values())
+    spans = decode_spans(
+        frames, first_frames=24, context=split.shape.context, max_frames=frames // 3
+    )
+    assert len(spans) >= 3
+    joined = decode_cut_to_spans(decoder, boundary, spans, split.shape.context)
+    assert joined.shape == whole.reshape(-1).shape
+    assert np.abs(joined - whole.reshape(-1)).max() <= LSB
 
 
 def test_a_trained_front_lifted_at_frame_rate_gives_the_published_samples(

@@ -17,7 +17,13 @@ from enum import StrEnum
 
 from ..machine import Dependency, Machine
 from ..wire import Chunks
-from . import bert_position_buckets, vits_attention_band, vits_conv_lift, vits_flow_mask
+from . import (
+    bert_position_buckets,
+    vits_attention_band,
+    vits_conv_lift,
+    vits_decoder_span,
+    vits_flow_mask,
+)
 
 
 class GraphKind(StrEnum):
@@ -57,6 +63,15 @@ PASSES: tuple[Pass, ...] = (
     # First: it tells the flow by the exporter's node names, which later passes' nodes lack.
     Pass("flow mask", vits_flow_mask.leave_out_flow_mask, 2, _FLOW),
     Pass("attention band", vits_attention_band.band_relative_attention, 2, _ENCODERS),
+    # Only where onnxruntime has no NCHWc kernels (aarch64: a Raspberry Pi). Before the lift,
+    # which reads the decoder as published.
+    Pass(
+        "decoder span",
+        vits_decoder_span.cut_to_span,
+        1,
+        frozenset({GraphKind.DECODER}),
+        (Dependency.BLOCK,),
+    ),
     # Every CPU; its blocked-layout parts (identities, halved tail, frame-rate lift) only where
     # onnxruntime has NCHWc kernels (x86's wheels; not the aarch64 wheel a Raspberry Pi runs).
     Pass("conv lift", vits_conv_lift.lift_for_cpu, 8, _VOICE, (Dependency.BLOCK,)),

@@ -46,6 +46,12 @@ def main() -> None:
                 for style in styles
                 for index, text in enumerate(TEXTS)
             }
+            # Streamed: the first sentence decoded in pieces (an aarch64 decoder cuts each piece
+            # to its span, passes/vits_decoder_span.py; an x86 one does not).
+            voice = next(f"{speaker}/{styles[0]}" for speaker, styles in engine.voices.items())
+            options = SynthesisOptions(voice=voice, noise=0.0, noise_w=0.0, smooth_start=False)
+            chunks = [chunk.pcm for chunk in engine.stream(TEXTS[0], options)]
+            audio[f"{voice}|streamed"] = np.concatenate(chunks)
             readings = [engine.reading(text) for text in TEXTS]
         finally:
             engine.close()

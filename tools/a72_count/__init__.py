@@ -36,7 +36,10 @@ full-size voice costs 12-16 G instructions per audio second (issue 54): choose s
 for the full bundle. Written to ``--out``: a72.json (everything, per run), a72.md (the
 tables) and each run's folder (its spec, the plugin's counts, the guest's marks);
 ``--report-only`` reports them again, runs stopped early with the texts they finished.
-``--repeats N`` counts each engine and thread count N times; ``--prepared`` skips the preparation
+``--engines decoder`` counts Yomiage's decoder cut into its stages, one per channel width (each
+prepared as the engine prepares the whole for the emulated CPU), on one audio second of random
+latent frames: the decoder by channel width. ``--repeats N`` counts each engine and thread
+count N times; ``--prepared`` skips the preparation
 (minutes at full size) where the caches hold it already.
 Needs root (scripts/chroot) and ``scripts/setup`` (the plugin, hayakoe's wheels, .arm64).
 """
@@ -69,6 +72,8 @@ GUEST_ELF = ROOTFS / "usr" / "bin" / "python3.11"
 
 # The issue's greeting: a one-second reply.
 GREETING = "おはようございます。七時になりました。"
+# What the decoder's stages decode (guest.DecoderStages): one audio second, whatever the text.
+DECODER_TEXT = {"one audio second": ""}
 # Spoken once after loading, not counted: first runs allocate what later runs reuse.
 WARMUP = "はい。"
 DEFAULT_TEXTS = ("assist", "medium")
@@ -477,7 +482,10 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {shown_first} | {entry.get('threads_in_onnxruntime', '-')} |"
             )
     lines += ["", "Per stage, all texts (G per audio second; share of the run's instructions):", ""]
-    stage_names = sorted({stage for run in runs.values() for stage in run["all"]["stages"]})
+    # In the order the runs met them: the decoder's stages from frame rate to its narrow end.
+    stage_names = list(
+        dict.fromkeys(stage for run in runs.values() for stage in run["all"]["stages"])
+    )
     lines.append("| run | " + " | ".join(stage_names) + " |")
     lines.append("|---|" + "---|" * len(stage_names))
     for name, run in runs.items():
@@ -537,7 +545,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.a72_count", description=__doc__)
     parser.add_argument("--bundle", choices=["tiny", "full"], default="tiny")
     parser.add_argument(
-        "--engines", nargs="+", choices=["yomiage", "hayakoe"], default=["yomiage", "hayakoe"]
+        "--engines",
+        nargs="+",
+        choices=["yomiage", "hayakoe", "decoder"],
+        default=["yomiage", "hayakoe"],
+        help="decoder: Yomiage's decoder cut into its stages (one per channel width), counted on "
+        "one audio second of random latent frames, whatever --texts",
     )
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 4])
     parser.add_argument("--texts", nargs="+", choices=sorted(texts()), default=DEFAULT_TEXTS)
@@ -577,8 +590,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
 
     def one(run: Run) -> None:
-        _progress(f"{run.name}: counting {', '.join(chosen)} (emulated: minutes)")
-        counted = count(run, spec_for(run, view, voice, chosen))
+        spoken = DECODER_TEXT if run.engine == "decoder" else chosen
+        _progress(f"{run.name}: counting {', '.join(spoken)} (emulated: minutes)")
+        counted = count(run, spec_for(run, view, voice, spoken))
         _progress(f"{run.name}: done in {counted['emulated_s']:.0f} s")
 
     results: dict[str, Any] = {

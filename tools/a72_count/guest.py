@@ -101,7 +101,7 @@ def count_runs(
         init(self, source, options, *args, **kw)
         inputs = [i.name for i in self.get_inputs()]
         outputs = [o.name for o in self.get_outputs()]
-        self._a72_stage = stage_of(path, inputs, outputs)
+        self._a72_stage = stage_of(path, inputs, outputs)  # DecoderStages names its own
         made.append(
             {
                 "path": path,
@@ -178,15 +178,147 @@ class Hayakoe:
         return len(result.data)
 
 
+class DecoderStages:
+    """The voice's decoder (as Yomiage cuts it from the synthesizer and lifts it) cut again in
+    front of each upsampling: one session per stage, named by its channels, run one after the
+    other on ``SECONDS`` of random latent frames, whatever the text. Each stage is prepared as the
+    engine prepares the whole decoder for this CPU."""
+
+    SECONDS = 1.0
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        import numpy as np
+        from yomiage_engine.onnx import wire
+        from yomiage_engine.onnx.decoder_graph import split_decoder
+        from yomiage_engine.onnx.machine import blocked_kernel_block
+        from yomiage_engine.onnx.passes import vits_conv_lift
+        from yomiage_engine.onnx.sessions import SessionFactory
+
+        speaker = spec["voice"].partition("/")[0]
+        model = Path(spec["bundle"]) / "onnx" / "speakers" / speaker / "synthesizer.onnx"
+        source = wire.mapped(model)
+        audio_outputs = wire.read_interface(model).outputs
+        split = next(
+            found for name in audio_outputs if (found := split_decoder(source, name)) is not None
+        )
+        config = json.loads((model.parent / "config.json").read_text(encoding="utf-8"))
+        self.rate, hop = int(config["data"]["sampling_rate"]), split.shape.hop
+        factory = SessionFactory(threads=spec["threads"], use_cache=False)
+        self.stages: list[tuple[Any, list[str], str]] = []
+        decoder = b"".join(bytes(part) for part in split.decoder.parts)
+        for label, graph, inputs, output in stage_graphs(decoder, split.boundary):
+            lifted = vits_conv_lift.lift_for_cpu(memoryview(graph), block=blocked_kernel_block())
+            prepared = graph if lifted is None else b"".join(bytes(part) for part in lifted.parts)
+            session = ort_session(prepared, factory)
+            session._a72_stage = label
+            self.stages.append((session, inputs, output))
+        frames = round(self.SECONDS * self.rate / hop)
+        rng = np.random.default_rng(0)
+        widths = boundary_widths(decoder, split.boundary)
+        self.feeds = {
+            name: rng.standard_normal((1, width, frames if i == 0 else 1)).astype(np.float32)
+            for i, (name, width) in enumerate(widths.items())
+        }
+        self.samples = frames * hop
+
+    def speak(self, text: str, first: Callable[[], None]) -> int:
+        values = dict(self.feeds)
+        for session, inputs, output in self.stages:
+            (values[output],) = session.run([output], {name: values[name] for name in inputs})
+        return self.samples
+
+
+def ort_session(graph: bytes, factory: Any) -> Any:
+    import onnxruntime as ort
+
+    return ort.InferenceSession(graph, factory.options(), providers=["CPUExecutionProvider"])
+
+
+def stage_graphs(
+    decoder: bytes, boundary: tuple[str, ...]
+) -> list[tuple[str, bytes, list[str], str]]:
+    """The decoder cut in front of each upsampling ConvTranspose: (label, graph, its inputs, its
+    output) per stage, labelled by the channels it runs at (the first: at frame rate)."""
+    from yomiage_engine.onnx import wire
+    from yomiage_engine.onnx.graph_edit import GraphEdit
+
+    fields, graph_field = wire.model_graph(memoryview(decoder))
+    graph = wire.Graph.parse(wire.as_message(graph_field.value))
+    stage_of: dict[str, int] = {name: 0 for name in boundary}
+    untimed: dict[str, int] = {}  # constants: written into each stage that reads them
+    members: list[set[int]] = [set()]
+    labels = ["decoder, frame rate"]
+    for position in sorted(graph.nodes):
+        node = graph.nodes[position]
+        timed = [stage_of[name] for name in node.inputs if name in stage_of]
+        if not timed:
+            untimed.update((name, position) for name in node.outputs)
+            continue
+        stage = max(timed)
+        if node.op_type == "ConvTranspose" and node.first_int("strides", 1) > 1:
+            stage = len(members)
+            members.append(set())
+            labels.append(f"decoder, {graph.initializers[node.inputs[1]].dims[1]} ch")
+        members[stage].add(position)
+        for name in node.outputs:
+            stage_of[name] = stage
+    for positions in members:
+        reads = {name for p in positions for name in graph.nodes[p].inputs}
+        positions.update(untimed[name] for name in reads if name in untimed)
+    stages = []
+    for number, positions in enumerate(members):
+        made = {name for p in positions for name in graph.nodes[p].outputs}
+        read = [n for p in sorted(positions) for n in graph.nodes[p].inputs if n]
+        inputs = list(
+            dict.fromkeys(n for n in read if n not in made and n not in graph.initializers)
+        )
+        later = {
+            n
+            for p in graph.nodes
+            for n in graph.nodes[p].inputs
+            if stage_of.get(n) == number and p not in positions
+        }
+        outputs = [n for n in made if n in later or n in graph.outputs]
+        if len(outputs) != 1:
+            raise SystemExit(f"stage {labels[number]} hands on {outputs}: not a chain")
+        edit = GraphEdit(graph, "stage")
+        edit.keep_only(positions, inputs, outputs)
+        encoded = wire.with_graph(fields, graph_field, edit.encode())
+        stages.append(
+            (labels[number], b"".join(bytes(p) for p in encoded.parts), inputs, outputs[0])
+        )
+    return stages
+
+
+def boundary_widths(decoder: bytes, boundary: tuple[str, ...]) -> dict[str, int]:
+    """The channels of each decoder input, from the first convolution that reads it."""
+    from yomiage_engine.onnx import wire
+
+    graph = wire.Graph.parse(wire.as_message(wire.model_graph(memoryview(decoder))[1].value))
+    readers = graph.consumers()
+
+    def width(name: str) -> int:
+        for position in readers.get(name, []):
+            node = graph.nodes[position]
+            if node.op_type == "Conv" and node.inputs[0] == name:
+                return int(graph.initializers[node.inputs[1]].dims[1])
+            for output in node.outputs:
+                if found := width(output):
+                    return found
+        return 0
+
+    return {name: width(name) for name in boundary}
+
+
 def run(spec: dict[str, Any]) -> None:
     marks = Marks()
     marks.mark("python_thread", name=threading.current_thread().name)
     mark_python_threads(marks)
-    ours = spec["engine"] == "yomiage"
-    sessions = count_runs(
-        marks, spec["threads"], set_threads=not ours, refused=spec["bundle"] if ours else None
-    )
-    engine = (Yomiage if ours else Hayakoe)(spec)
+    kind = spec["engine"]
+    ours = kind in ("yomiage", "decoder")  # sessions made with Yomiage's own options
+    refused = spec["bundle"] if kind == "yomiage" else None
+    sessions = count_runs(marks, spec["threads"], set_threads=not ours, refused=refused)
+    engine = {"yomiage": Yomiage, "hayakoe": Hayakoe, "decoder": DecoderStages}[kind](spec)
     for text in spec["warmup"]:
         engine.speak(text, lambda: None)
     marks.mark("loaded")

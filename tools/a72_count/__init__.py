@@ -156,7 +156,7 @@ def prepare(bundle: Path, voice: str, threads: int, folder: Path) -> None:
     """Yomiage's graphs for the emulated CPU at ``threads``, prepared where a child process can
     start (scripts/chroot; qemu-user with a plugin cannot execute the guest's children)."""
     folder.mkdir(parents=True, exist_ok=True)
-    spec = folder / "prepare.json"
+    spec = folder / f"prepare-t{threads}.json"  # one per thread count: counts may run at once
     cache = str(graphs_for(threads))
     chosen = {"bundle": str(bundle), "voice": voice, "threads": threads, "cache": cache}
     spec.write_text(json.dumps(chosen), encoding="utf-8")

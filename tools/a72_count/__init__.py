@@ -36,11 +36,11 @@ full-size voice costs 12-16 G instructions per audio second (issue 54): choose s
 for the full bundle. Written to ``--out``: a72.json (everything, per run), a72.md (the
 tables) and each run's folder (its spec, the plugin's counts, the guest's marks);
 ``--report-only`` reports them again, runs stopped early with the texts they finished.
-``--engines decoder`` counts Yomiage's decoder cut into its stages, one per channel width (each
-prepared as the engine prepares the whole for the emulated CPU), on one audio second of random
-latent frames: the decoder by channel width. ``--repeats N`` counts each engine and thread
-count N times; ``--prepared`` skips the preparation
-(minutes at full size) where the caches hold it already.
+``--engines yomiage-parts`` counts Yomiage with each voice's front and decoder run as consecutive
+parts, one session each (guest.YomiageInParts): the front as text encoder, durations and flow,
+the decoder by channel width; a little more work than the whole graphs. ``--repeats N`` counts
+each engine and thread count N times; ``--prepared`` skips the preparation (minutes at full
+size) where the caches hold it already.
 Needs root (scripts/chroot) and ``scripts/setup`` (the plugin, hayakoe's wheels, .arm64).
 """
 
@@ -72,8 +72,6 @@ GUEST_ELF = ROOTFS / "usr" / "bin" / "python3.11"
 
 # The issue's greeting: a one-second reply.
 GREETING = "おはようございます。七時になりました。"
-# What the decoder's stages decode (guest.DecoderStages): one audio second, whatever the text.
-DECODER_TEXT = {"one audio second": ""}
 # Spoken once after loading, not counted: first runs allocate what later runs reuse.
 WARMUP = "はい。"
 DEFAULT_TEXTS = ("assist", "medium")
@@ -138,7 +136,7 @@ def spec_for(run: Run, bundle: Path, voice: str, chosen: dict[str, str]) -> dict
         "threads": run.threads,
         "bundle": str(bundle),
         "voice": voice,
-        "cache": str(graphs_for(run.threads) if run.engine == "yomiage" else run.folder / "cache"),
+        "cache": str(run.folder / "cache" if run.engine == "hayakoe" else graphs_for(run.threads)),
         "hayakoe_path": str(HAYAKOE),
         "warmup": [WARMUP],
         "texts": chosen,
@@ -547,10 +545,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--engines",
         nargs="+",
-        choices=["yomiage", "hayakoe", "decoder"],
+        choices=["yomiage", "hayakoe", "yomiage-parts"],
         default=["yomiage", "hayakoe"],
-        help="decoder: Yomiage's decoder cut into its stages (one per channel width), counted on "
-        "one audio second of random latent frames, whatever --texts",
+        help="yomiage-parts: Yomiage with its front and decoder run in parts (text encoder, "
+        "durations, flow; the decoder by channel width)",
     )
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 4])
     parser.add_argument("--texts", nargs="+", choices=sorted(texts()), default=DEFAULT_TEXTS)
@@ -577,7 +575,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     measured, view, voice = bundle_view(args.bundle)
     chosen = {name: texts()[name] for name in args.texts}
-    if "yomiage" in args.engines and not args.prepared:
+    if {"yomiage", "yomiage-parts"} & set(args.engines) and not args.prepared:
         for threads in args.threads:
             _progress(f"preparing Yomiage's graphs for {threads} thread(s) (scripts/chroot)")
             prepare(view, voice, threads, view.parent)
@@ -590,9 +588,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
 
     def one(run: Run) -> None:
-        spoken = DECODER_TEXT if run.engine == "decoder" else chosen
-        _progress(f"{run.name}: counting {', '.join(spoken)} (emulated: minutes)")
-        counted = count(run, spec_for(run, view, voice, spoken))
+        _progress(f"{run.name}: counting {', '.join(chosen)} (emulated: minutes)")
+        counted = count(run, spec_for(run, view, voice, chosen))
         _progress(f"{run.name}: done in {counted['emulated_s']:.0f} s")
 
     results: dict[str, Any] = {

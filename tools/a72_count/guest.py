@@ -101,7 +101,7 @@ def count_runs(
         init(self, source, options, *args, **kw)
         inputs = [i.name for i in self.get_inputs()]
         outputs = [o.name for o in self.get_outputs()]
-        self._a72_stage = stage_of(path, inputs, outputs)  # DecoderStages names its own
+        self._a72_stage = stage_of(path, inputs, outputs)  # InParts names its parts' own
         made.append(
             {
                 "path": path,
@@ -178,54 +178,157 @@ class Hayakoe:
         return len(result.data)
 
 
-class DecoderStages:
-    """The voice's decoder (as Yomiage cuts it from the synthesizer and lifts it) cut again in
-    front of each upsampling: one session per stage, named by its channels, run one after the
-    other on ``SECONDS`` of random latent frames, whatever the text. Each stage is prepared as the
-    engine prepares the whole decoder for this CPU."""
-
-    SECONDS = 1.0
+class YomiageInParts(Yomiage):
+    """Yomiage with each voice's front and decoder run as consecutive parts, one onnxruntime
+    session each, so that the marks split them: the front into text encoder, durations and flow
+    (the exporter's scopes), the decoder by channel width (a part per upsampling). The parts are
+    the graphs the engine prepares for this CPU (cut, passes), cut where the label changes; each
+    part is optimised by onnxruntime on its own, so fusions across a cut are lost (a little more
+    work than the whole graphs)."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
-        import numpy as np
-        from yomiage_engine.onnx import wire
-        from yomiage_engine.onnx.decoder_graph import split_decoder
-        from yomiage_engine.onnx.machine import blocked_kernel_block
-        from yomiage_engine.onnx.passes import vits_conv_lift
+        super().__init__(spec)
+        import dataclasses
+
+        from yomiage_engine.onnx.decoder_graph import read_split
+        from yomiage_engine.onnx.machine import Machine
+        from yomiage_engine.onnx.passes.registry import GraphKind, passes_for
         from yomiage_engine.onnx.sessions import SessionFactory
 
-        speaker = spec["voice"].partition("/")[0]
-        model = Path(spec["bundle"]) / "onnx" / "speakers" / speaker / "synthesizer.onnx"
-        source = wire.mapped(model)
-        audio_outputs = wire.read_interface(model).outputs
-        split = next(
-            found for name in audio_outputs if (found := split_decoder(source, name)) is not None
-        )
-        config = json.loads((model.parent / "config.json").read_text(encoding="utf-8"))
-        self.rate, hop = int(config["data"]["sampling_rate"]), split.shape.hop
         factory = SessionFactory(threads=spec["threads"], use_cache=False)
-        self.stages: list[tuple[Any, list[str], str]] = []
-        decoder = b"".join(bytes(part) for part in split.decoder.parts)
-        for label, graph, inputs, output in stage_graphs(decoder, split.boundary):
-            lifted = vits_conv_lift.lift_for_cpu(memoryview(graph), block=blocked_kernel_block())
-            prepared = graph if lifted is None else b"".join(bytes(part) for part in lifted.parts)
-            session = ort_session(prepared, factory)
-            session._a72_stage = label
-            self.stages.append((session, inputs, output))
-        frames = round(self.SECONDS * self.rate / hop)
-        rng = np.random.default_rng(0)
-        widths = boundary_widths(decoder, split.boundary)
-        self.feeds = {
-            name: rng.standard_normal((1, width, frames if i == 0 else 1)).astype(np.float32)
-            for i, (name, width) in enumerate(widths.items())
-        }
-        self.samples = frames * hop
+        machine = Machine(spec["threads"])
+        for source, graphs in self.engine._graphs.items():
+            split = graphs._split_sessions()
+            cut = read_split(source, graphs._contract.output)
+            if split is None or cut is None:
+                raise SystemExit(f"{source}: no split synthesizer to count in parts")
+            halves = {}
+            for kind, chunks, labels in (
+                (GraphKind.FRONT, cut.front, front_labels),
+                (GraphKind.DECODER, cut.decoder, decoder_labels),
+            ):
+                graph = b"".join(bytes(part) for part in chunks.parts)
+                for step in passes_for(kind):
+                    rewritten = step.run(memoryview(graph), machine)
+                    if rewritten is not None:
+                        graph = b"".join(bytes(part) for part in rewritten.parts)
+                halves[kind] = InParts(graph, labels, factory)
+            with graphs._lock:
+                graphs._split = dataclasses.replace(
+                    split, front=halves[GraphKind.FRONT], decoder=halves[GraphKind.DECODER]
+                )
 
-    def speak(self, text: str, first: Callable[[], None]) -> int:
-        values = dict(self.feeds)
-        for session, inputs, output in self.stages:
-            (values[output],) = session.run([output], {name: values[name] for name in inputs})
-        return self.samples
+
+class InParts:
+    """A graph run as consecutive parts: the nodes, in the order the graph lists them (an order
+    that computes every input first), cut wherever ``labels`` changes; each part a session whose
+    runs are marked with its label; tensors handed on by name. Runs as a session does."""
+
+    def __init__(
+        self, graph: bytes, labels: Callable[[Any, list[int]], list[str]], factory: Any
+    ) -> None:
+        from yomiage_engine.onnx import wire
+        from yomiage_engine.onnx.graph_edit import GraphEdit
+
+        fields, graph_field = wire.model_graph(memoryview(graph))
+        parsed = wire.Graph.parse(wire.as_message(graph_field.value))
+        positions = sorted(parsed.nodes)
+        runs: list[tuple[str, list[int]]] = []
+        for position, label in zip(positions, labels(parsed, positions), strict=True):
+            if runs and runs[-1][0] == label:
+                runs[-1][1].append(position)
+            else:
+                runs.append((label, [position]))
+        cuts = []
+        for number, (_, members) in enumerate(runs):
+            made = {name for p in members for name in parsed.nodes[p].outputs}
+            read = [name for p in members for name in parsed.nodes[p].inputs if name]
+            inputs = [
+                n for n in dict.fromkeys(read) if n not in made and n not in parsed.initializers
+            ]
+            later = {
+                n
+                for _, others in runs[number + 1 :]
+                for p in others
+                for n in parsed.nodes[p].inputs
+            }
+            cuts.append((inputs, [n for n in made if n in later or n in parsed.outputs]))
+        types = _tensor_types(
+            fields, graph_field, {n for _, outputs in cuts for n in outputs}, factory
+        )
+        self.outputs = list(parsed.outputs)
+        self.parts: list[tuple[Any, list[str], list[str]]] = []
+        for (label, members), (inputs, outputs) in zip(runs, cuts, strict=True):
+            edit = GraphEdit(parsed, "part")
+            edit.keep_only(set(members), inputs, outputs)
+            typed = wire.Chunks()
+            for item in wire.fields(memoryview(b"".join(bytes(x) for x in edit.encode().parts))):
+                if item.number in (wire.GRAPH_INPUT, wire.GRAPH_OUTPUT):
+                    name, _ = wire.value_info_rank(item)
+                    info = wire.value_info(name, types.get(name, wire.TENSOR_FLOAT), None)
+                    typed.add(wire.bytes_field(item.number, info))
+                else:
+                    typed.add(item.raw)
+            encoded = wire.with_graph(fields, graph_field, typed)
+            session = ort_session(b"".join(bytes(x) for x in encoded.parts), factory)
+            session._a72_stage = label
+            self.parts.append((session, inputs, outputs))
+
+    def run(self, names: Any, feeds: dict[str, Any], options: Any = None) -> list[Any]:
+        values = dict(feeds)
+        for session, inputs, outputs in self.parts:
+            made = session.run(outputs, {name: values[name] for name in inputs}, options)
+            values.update(zip(outputs, made, strict=True))
+        return [values[name] for name in (names or self.outputs)]
+
+
+# onnxruntime's type names -> TensorProto element types
+_ELEMENT_TYPES = {"tensor(float)": 1, "tensor(int32)": 6, "tensor(int64)": 7, "tensor(bool)": 9}
+
+
+def _tensor_types(fields: Any, graph_field: Any, names: set[str], factory: Any) -> dict[str, int]:
+    """The element type of the graph's inputs and of each of ``names``: the graph with those
+    declared as outputs of no type, as onnxruntime infers them."""
+    from yomiage_engine.onnx import wire
+
+    probe = wire.Chunks()
+    probe.add(wire.as_message(graph_field.value))
+    for name in sorted(names):
+        probe.add(wire.bytes_field(wire.GRAPH_OUTPUT, wire.text_field(wire.VALUE_INFO_NAME, name)))
+    encoded = wire.with_graph(fields, graph_field, probe)
+    session = ort_session(b"".join(bytes(x) for x in encoded.parts), factory)
+    declared = [*session.get_inputs(), *session.get_outputs()]
+    return {item.name: _ELEMENT_TYPES[item.type] for item in declared}
+
+
+def front_labels(graph: Any, positions: list[int]) -> list[str]:
+    """Text encoder, durations, flow, by the exporter's scopes; a node of none (glue, a pass's
+    own) goes with the one before it."""
+    scopes = (
+        ("/enc_p/", "text encoder"),
+        ("/sdp/", "durations"),
+        ("/dp/", "durations"),
+        ("/flow/", "flow"),
+    )
+    labels, current = [], "text encoder"
+    for position in positions:
+        name = graph.nodes[position].name
+        current = next((label for scope, label in scopes if scope in name), current)
+        labels.append(current)
+    return labels
+
+
+def decoder_labels(graph: Any, positions: list[int]) -> list[str]:
+    """The decoder by channel width: a new part at each upsampling ConvTranspose, named by its
+    output channels (before the first: frame rate)."""
+    labels, current = [], "decoder, frame rate"
+    for position in positions:
+        node = graph.nodes[position]
+        strides = node.attribute("strides")  # [s] or, lifted, [1, s]
+        if node.op_type == "ConvTranspose" and strides is not None and max(strides.ints) > 1:
+            current = f"decoder, {graph.initializers[node.inputs[1]].dims[1]} ch"
+        labels.append(current)
+    return labels
 
 
 def ort_session(graph: bytes, factory: Any) -> Any:
@@ -234,91 +337,16 @@ def ort_session(graph: bytes, factory: Any) -> Any:
     return ort.InferenceSession(graph, factory.options(), providers=["CPUExecutionProvider"])
 
 
-def stage_graphs(
-    decoder: bytes, boundary: tuple[str, ...]
-) -> list[tuple[str, bytes, list[str], str]]:
-    """The decoder cut in front of each upsampling ConvTranspose: (label, graph, its inputs, its
-    output) per stage, labelled by the channels it runs at (the first: at frame rate)."""
-    from yomiage_engine.onnx import wire
-    from yomiage_engine.onnx.graph_edit import GraphEdit
-
-    fields, graph_field = wire.model_graph(memoryview(decoder))
-    graph = wire.Graph.parse(wire.as_message(graph_field.value))
-    stage_of: dict[str, int] = {name: 0 for name in boundary}
-    untimed: dict[str, int] = {}  # constants: written into each stage that reads them
-    members: list[set[int]] = [set()]
-    labels = ["decoder, frame rate"]
-    for position in sorted(graph.nodes):
-        node = graph.nodes[position]
-        timed = [stage_of[name] for name in node.inputs if name in stage_of]
-        if not timed:
-            untimed.update((name, position) for name in node.outputs)
-            continue
-        stage = max(timed)
-        if node.op_type == "ConvTranspose" and node.first_int("strides", 1) > 1:
-            stage = len(members)
-            members.append(set())
-            labels.append(f"decoder, {graph.initializers[node.inputs[1]].dims[1]} ch")
-        members[stage].add(position)
-        for name in node.outputs:
-            stage_of[name] = stage
-    for positions in members:
-        reads = {name for p in positions for name in graph.nodes[p].inputs}
-        positions.update(untimed[name] for name in reads if name in untimed)
-    stages = []
-    for number, positions in enumerate(members):
-        made = {name for p in positions for name in graph.nodes[p].outputs}
-        read = [n for p in sorted(positions) for n in graph.nodes[p].inputs if n]
-        inputs = list(
-            dict.fromkeys(n for n in read if n not in made and n not in graph.initializers)
-        )
-        later = {
-            n
-            for p in graph.nodes
-            for n in graph.nodes[p].inputs
-            if stage_of.get(n) == number and p not in positions
-        }
-        outputs = [n for n in made if n in later or n in graph.outputs]
-        if len(outputs) != 1:
-            raise SystemExit(f"stage {labels[number]} hands on {outputs}: not a chain")
-        edit = GraphEdit(graph, "stage")
-        edit.keep_only(positions, inputs, outputs)
-        encoded = wire.with_graph(fields, graph_field, edit.encode())
-        stages.append(
-            (labels[number], b"".join(bytes(p) for p in encoded.parts), inputs, outputs[0])
-        )
-    return stages
-
-
-def boundary_widths(decoder: bytes, boundary: tuple[str, ...]) -> dict[str, int]:
-    """The channels of each decoder input, from the first convolution that reads it."""
-    from yomiage_engine.onnx import wire
-
-    graph = wire.Graph.parse(wire.as_message(wire.model_graph(memoryview(decoder))[1].value))
-    readers = graph.consumers()
-
-    def width(name: str) -> int:
-        for position in readers.get(name, []):
-            node = graph.nodes[position]
-            if node.op_type == "Conv" and node.inputs[0] == name:
-                return int(graph.initializers[node.inputs[1]].dims[1])
-            for output in node.outputs:
-                if found := width(output):
-                    return found
-        return 0
-
-    return {name: width(name) for name in boundary}
-
-
 def run(spec: dict[str, Any]) -> None:
     marks = Marks()
     marks.mark("python_thread", name=threading.current_thread().name)
     mark_python_threads(marks)
     kind = spec["engine"]
-    ours = kind in ("yomiage", "decoder")  # sessions made with Yomiage's own options
-    refused = spec["bundle"] if kind == "yomiage" else None
+    ours = kind != "hayakoe"  # sessions made with Yomiage's own options
+    refused = spec["bundle"] if ours else None
     sessions = count_runs(marks, spec["threads"], set_threads=not ours, refused=refused)
-    engine = {"yomiage": Yomiage, "hayakoe": Hayakoe, "decoder": DecoderStages}[kind](spec)
+    engines = {"yomiage": Yomiage, "hayakoe": Hayakoe, "yomiage-parts": YomiageInParts}
+    engine = engines[kind](spec)
     for text in spec["warmup"]:
         engine.speak(text, lambda: None)
     marks.mark("loaded")

@@ -48,9 +48,8 @@ def test_arm64_speaks_as_this_machine_does(published: bool) -> None:
     ).stdout.strip()
     assert machine == "aarch64"
     assert arm_readings == here_readings
-    assert (
-        sorted(arm) == sorted(here) and len(here) == 13
-    )  # 2 speakers x 3 styles x 2 texts, 1 stream
+    # 2 speakers x 3 styles x 2 texts, and one streamed text
+    assert sorted(arm) == sorted(here) and len(here) == 13
     for voice, samples in here.items():
         assert arm[voice].shape == samples.shape, voice
         assert np.abs(arm[voice].astype(np.int32) - samples).max() <= 2, voice

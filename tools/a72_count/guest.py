@@ -260,16 +260,8 @@ class InParts:
         self.parts: list[tuple[Any, list[str], list[str]]] = []
         for (label, members), (inputs, outputs) in zip(runs, cuts, strict=True):
             edit = GraphEdit(parsed, "part")
-            edit.keep_only(set(members), inputs, outputs)
-            typed = wire.Chunks()
-            for item in wire.fields(memoryview(b"".join(bytes(x) for x in edit.encode().parts))):
-                if item.number in (wire.GRAPH_INPUT, wire.GRAPH_OUTPUT):
-                    name, _ = wire.value_info_rank(item)
-                    info = wire.value_info(name, types.get(name, wire.TENSOR_FLOAT), None)
-                    typed.add(wire.bytes_field(item.number, info))
-                else:
-                    typed.add(item.raw)
-            encoded = wire.with_graph(fields, graph_field, typed)
+            edit.keep_only(set(members), inputs, outputs, types)
+            encoded = wire.with_graph(fields, graph_field, edit.encode())
             session = ort_session(b"".join(bytes(x) for x in encoded.parts), factory)
             session._a72_stage = label
             self.parts.append((session, inputs, outputs))

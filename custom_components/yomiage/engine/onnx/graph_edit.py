@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import heapq
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -86,7 +86,7 @@ class GraphEdit:
         self._declared: dict[str, list[int | str]] = {}
         self._forgotten: set[str] = set()
         self._interface: tuple[tuple[str, ...], tuple[str, ...]] | None = None
-        self._int_inputs: list[tuple[str, list[int | str]]] = []
+        self._interface_types: dict[str, int] = {}
 
     # -- reading ------------------------------------------------------------------------------
     @functools.cached_property
@@ -150,18 +150,18 @@ class GraphEdit:
         return name
 
     def keep_only(
-        self, positions: set[int], inputs: Sequence[str] = (), outputs: Sequence[str] = ()
+        self,
+        positions: set[int],
+        inputs: Sequence[str] = (),
+        outputs: Sequence[str] = (),
+        types: Mapping[str, int] | None = None,
     ) -> None:
         """Cut the graph to the nodes at ``positions``: the graph's inputs that they read and
-        outputs that they make stay declared, unless ``inputs`` or ``outputs`` (float tensors
-        of any shape) replace them."""
+        outputs that they make stay declared, unless ``inputs`` or ``outputs`` (tensors of any
+        shape, float unless ``types`` gives a name its TensorProto element type) replace them."""
         self._dropped.update(set(self.graph.nodes) - positions)
         self._interface = (tuple(inputs), tuple(outputs))
-
-    def add_int_input(self, name: str, dims: Sequence[int | str]) -> None:
-        """A new int64 input of the graph (after those it declares)."""
-        self._names.add(name)
-        self._int_inputs.append((name, list(dims)))
+        self._interface_types = dict(types or {})
 
     # -- constants, initializers and shapes ----------------------------------------------------
     def ints(self, values: Sequence[int], dims: Sequence[int] | None = None) -> str:
@@ -233,11 +233,8 @@ class GraphEdit:
             kinds = (wire.GRAPH_INPUT, wire.GRAPH_OUTPUT)
             for number, names in zip(kinds, self._interface, strict=True):
                 for name in names:
-                    info = wire.value_info(name, wire.TENSOR_FLOAT, None)
-                    out.add(wire.bytes_field(number, info))
-        for name, dims in self._int_inputs:
-            info = wire.value_info(name, wire.TENSOR_INT64, dims)
-            out.add(wire.bytes_field(wire.GRAPH_INPUT, info))
+                    kind = self._interface_types.get(name, wire.TENSOR_FLOAT)
+                    out.add(wire.bytes_field(number, wire.value_info(name, kind, None)))
         return out
 
     def _written_nodes(self) -> Iterator[_Written]:

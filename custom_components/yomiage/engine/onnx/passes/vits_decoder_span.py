@@ -49,7 +49,8 @@ def cut_to_span(model: memoryview, block: int) -> Chunks | None:
     if reach is None or audio not in reach:
         return None
     cropped = _cut(edited.edit, reach, audio)
-    edited.edit.keep_only(set(graph.nodes), inputs, (cropped,))
+    spanned = (*inputs, SPAN_INPUT)
+    edited.edit.keep_only(set(graph.nodes), spanned, (cropped,), {SPAN_INPUT: wire.TENSOR_INT64})
     return edited.encode()
 
 
@@ -57,7 +58,6 @@ def _cut(edit: GraphEdit, reach: dict[str, tuple[int, float]], audio: str) -> st
     """The cuts written into ``edit``; the name of the audio cut to the span."""
     graph = edit.graph
     left = reach_left(graph, set(graph.nodes), reach, audio)
-    edit.add_int_input(SPAN_INPUT, [2])
     nodes = edit.nodes()
     first = nodes.add("Slice", [SPAN_INPUT, edit.ints([0]), edit.ints([1])])
     end = nodes.add("Slice", [SPAN_INPUT, edit.ints([1]), edit.ints([2])])

@@ -9,8 +9,9 @@ What runs: for each engine and thread count, one emulated process (tools/a72_cou
 .arm64's Python 3.11 and /opt/venv, hayakoe from .cache/a72/hayakoe, the same onnxruntime 1.32.0
 wheel for both) loads the voice, speaks a warm-up sentence, then each text once, marking where
 things happen (plugin.c: a mark is a system call nobody else makes). Yomiage speaks through
-``Engine.stream`` (no smooth start); hayakoe through ``generate`` (whole text). Both with noise
-0, so each run does the same work; every onnxruntime session at ``--threads`` intra-op threads
+``Engine.stream`` (no smooth start; on a clock held still, so that its pieces are chosen as a Pi
+4B chooses them, not by emulation's pace); hayakoe through ``generate`` (whole text). Both with
+noise 0, so each run does the same work; every onnxruntime session at ``--threads`` intra-op threads
 that sleep when idle (Yomiage sets that itself; hayakoe's sessions are given it). Yomiage's
 graphs are prepared beforehand through scripts/chroot (not counted). Both engines load the same
 bundle: ``full`` is the full-size random voice as hayakoe's exporter writes it (tools/bench.py's
@@ -53,6 +54,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -354,6 +356,7 @@ def analyse(counts: Counts, guest: dict[str, Any]) -> dict[str, Any]:
                 "whole": name not in first,
             },
             "stages": {**stages, "outside onnxruntime": outside},
+            "runs": dict(Counter(e["stage"] for e in inside if e["kind"] == "run_begin")),
             "stages_critical_path": path_stages,
             "native_outside_runs": sum(per_slot[slot] for slot in native) - native_in_runs,
             "overlapping_runs": overlaps,

@@ -137,12 +137,24 @@ def mark_python_threads(marks: Marks) -> None:
     threading.Thread._bootstrap_inner = marked  # type: ignore[attr-defined]
 
 
+def _held_clock() -> float:
+    return 0.0
+
+
 class Yomiage:
     def __init__(self, spec: dict[str, Any]) -> None:
         from yomiage_engine import Engine, SynthesisOptions
 
+        # A clock held still: the pieces a sentence is decoded in are chosen on the clock, and
+        # emulation's pace (which varies with this machine's load) must not choose them. Held:
+        # the first piece at its minimum and no later sentence split, as a Pi 4B chooses
+        # (decode_speed.py: at a third of real time its first-audio budget is under the minimum).
         self.engine = Engine(
-            spec["bundle"], device="cpu", threads=spec["threads"], graph_cache=Path(spec["cache"])
+            spec["bundle"],
+            device="cpu",
+            threads=spec["threads"],
+            graph_cache=Path(spec["cache"]),
+            clock=_held_clock,
         )
         self.engine.load_all()  # every session, and its one timing synthesis
         self.rate = self.engine.sample_rate

@@ -19,11 +19,14 @@ from tools.a72_count import main
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "greeting"  # two sentences: Yomiage's first audio comes before its end
+SUDACHI_TEXT = "medium"  # pyopenjtalk-plus reads part of it with sudachi's dictionary
 STAGES = {"yomiage": ("bert", "front", "decoder"), "hayakoe": ("bert", "synthesizer")}
 
 
-def _counted(out: Path, engines: list[str], threads: list[str]) -> dict[str, Any]:
-    arguments = ["--bundle", "tiny", "--texts", TEXT, "--out", str(out)]
+def _counted(
+    out: Path, engines: list[str], threads: list[str], texts: tuple[str, ...] = (TEXT,)
+) -> dict[str, Any]:
+    arguments = ["--bundle", "tiny", "--texts", *texts, "--out", str(out)]
     assert main([*arguments, "--engines", *engines, "--threads", *threads]) == 0
     results: dict[str, Any] = json.loads((out / "a72.json").read_text(encoding="utf-8"))
     return results
@@ -34,7 +37,10 @@ def counted(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], d
     assert (ROOT / ".cache" / "a72" / "libcount.so").is_file(), "no plugin: run scripts/setup"
     first = _counted(tmp_path_factory.mktemp("first"), ["yomiage", "hayakoe"], ["1", "4"])
     again = _counted(
-        tmp_path_factory.mktemp("again"), ["yomiage", "hayakoe", "yomiage-parts"], ["1"]
+        tmp_path_factory.mktemp("again"),
+        ["yomiage", "hayakoe", "yomiage-parts"],
+        ["1"],
+        (TEXT, SUDACHI_TEXT),
     )
     return first, again
 
@@ -64,6 +70,16 @@ def test_counts_repeat(counted: tuple[dict[str, Any], dict[str, Any]]) -> None:
         assert one["instructions"] / 4 < four["critical_path"] <= four["busiest_thread"], engine
         alone = one["instructions"] - one["waiting"]  # one thread: its path is all its work
         assert abs(one["critical_path"] - alone) <= 0.005 * alone, (engine, one)
+
+
+def test_a_text_read_with_sudachi_is_counted(
+    counted: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    """Each engine speaks the whole text in the emulated process (sudachi checks its dictionary
+    with a call qemu-user does not redirect into the rootfs)."""
+    _, again = counted
+    for name, run in again["runs"].items():
+        assert run["texts"][SUDACHI_TEXT]["audio_s"] > 2.0, name
 
 
 def test_stages_account_for_the_text(counted: tuple[dict[str, Any], dict[str, Any]]) -> None:

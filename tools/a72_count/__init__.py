@@ -69,7 +69,11 @@ HAYAKOE = A72 / "hayakoe"
 GRAPHS = A72 / "graphs"  # Yomiage's graph caches for the emulated CPU, one per thread count
 GUEST = Path(__file__).with_name("guest.py")
 QEMU = "qemu-aarch64"  # Debian's dynamic build: the static one has no -plugin
-GUEST_PYTHON = "/opt/venv/bin/python"  # argv[0] inside: Python finds the venv from it
+# argv[0] inside: Python finds the venv from it. Named by its path on this machine, which the
+# guest reaches too (-L falls back to it), so that the venv's files have paths valid on both
+# sides: qemu-aarch64 7.2 does not apply -L to statx, and sudachi (pyopenjtalk's tokenizer for
+# some texts) checks its dictionary with it.
+GUEST_PYTHON = str(ROOTFS / "opt" / "venv" / "bin" / "python")
 GUEST_ELF = ROOTFS / "usr" / "bin" / "python3.11"
 
 # The greeting: a one-second reply.

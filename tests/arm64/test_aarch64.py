@@ -2,7 +2,8 @@
 under qemu-user emulation (cortex-a72, as in a Pi 4B) inside a Debian bookworm arm64 rootfs that
 scripts/setup builds, against the same run on this machine. Emulated speed means nothing; the
 readings must be the same and every voice's audio within 2 LSB, with the graph rewrite and the
-decoder split (the graph cache, as users run it) and with the graphs as published."""
+decoder split (the graph cache, as users run it) and with the graphs as published; and a wide
+decoder stage prepared there as only such a CPU prepares it."""
 
 from __future__ import annotations
 
@@ -15,10 +16,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.runtime.engine.onnx.sample_graphs import (
+    TOLERANCE,
+    run,
+    upsampling_feeds,
+    upsampling_stack,
+)
+
 ROOT = Path(__file__).resolve().parents[2]
 ROOTFS = ROOT / ".arm64"
 BUNDLE = ROOT / "tests" / "fixtures" / "bundle-tiny"
 SPEAK = Path(__file__).with_name("speak.py")
+RUN_GRAPH = Path(__file__).with_name("run_graph.py")
 
 
 def _speak(command: list[str], published: bool) -> tuple[dict[str, np.ndarray], list[list[str]]]:
@@ -53,3 +62,29 @@ def test_arm64_speaks_as_this_machine_does(published: bool) -> None:
     for voice, samples in here.items():
         assert arm[voice].shape == samples.shape, voice
         assert np.abs(arm[voice].astype(np.int32) - samples).max() <= 2, voice
+
+
+def test_a_wide_decoder_stage_prepared_on_arm64_computes_the_published_one() -> None:
+    """The passes only a CPU without blocked kernels runs, minimal filtering of the 128-channel
+    convolutions among them, chosen and run by the emulated arm64 onnxruntime itself: kernels
+    3, 7 and 11 at dilations 1, 3 and 5, a length that fills no whole tile; the output is the
+    published graph's on this machine, to float rounding."""
+    convolutions = [(128, 3, 1, True), (128, 7, 3, False), (128, 11, 5, True), (128, 11, 1, True)]
+    graph = upsampling_stack(convolutions)
+    feeds = upsampling_feeds(graph, 37)
+    (expected,) = run(graph, feeds)
+    packed = io.BytesIO()
+    np.savez(packed, graph=np.frombuffer(graph, dtype=np.uint8), **feeds)
+    prepared = subprocess.run(
+        [str(ROOT / "scripts" / "chroot"), ".arm64", "python", str(RUN_GRAPH)],
+        input=packed.getvalue(),
+        check=True,
+        capture_output=True,
+        timeout=600,
+        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "QEMU_CPU": "cortex-a72"},
+    )
+    with np.load(io.BytesIO(prepared.stdout)) as result:
+        output, ops = result["output"], json.loads(str(result["ops"]))
+    assert ops.count("MatMul") == len(convolutions)  # each in minimal filtering form
+    assert output.shape == expected.shape
+    assert np.abs(output - expected).max() <= TOLERANCE * np.abs(expected).max()

@@ -13,8 +13,8 @@ from numpy.typing import NDArray
 
 from custom_components.yomiage.engine.onnx import wire
 from custom_components.yomiage.engine.onnx.decoder_graph import DecoderSplit, read_split
-from custom_components.yomiage.engine.onnx.passes import vits_conv_lift, vits_decoder_span
-from custom_components.yomiage.engine.onnx.passes.registry import GraphKind
+from custom_components.yomiage.engine.onnx.machine import Dependency, Machine
+from custom_components.yomiage.engine.onnx.passes.registry import GraphKind, passes_for
 from custom_components.yomiage.engine.onnx.passes.vits_decoder_span import SPAN_INPUT
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 from custom_components.yomiage.engine.synthesis.graphs import decode_window
@@ -66,6 +66,61 @@ def residual_model(opset: int = 17, weight_also_output: bool = False) -> bytes:
         b.node("Identity", [w1], "w1_copy")
         b.output("w1_copy", [CHANNELS, CHANNELS, 3])
     return b.encode()
+
+
+def upsampling_stack(
+    convolutions: list[tuple[int, int, int, bool]], rank: int = 3, narrow_first: bool = True
+) -> bytes:
+    """A decoder's stage: x -> [a kernel-3 Conv at frame rate] -> ConvTranspose (x2) -> each
+    (channels, kernel, dilation, bias) Conv in turn, with a LeakyRelu between; [N, C, T] or
+    [N, C, 1, T] (as the lift leaves it)."""
+    rng = np.random.default_rng(7)
+    b = ModelBuilder()
+    channels = convolutions[0][0]
+    unit = [1] if rank == 4 else []
+
+    def lifted(attributes: list[bytes], kernel: int, dilation: int) -> list[bytes]:
+        if rank == 3:
+            return attributes
+        pad = dilation * (kernel - 1) // 2
+        return [
+            wire.ints_attribute("kernel_shape", [1, kernel]),
+            wire.ints_attribute("dilations", [1, dilation]),
+            wire.ints_attribute("pads", [0, pad, 0, pad]),
+        ]
+
+    x = b.input("x", [1, channels, *unit, "T"])
+    if narrow_first:  # frame rate: never rewritten
+        w = rng.standard_normal((channels, channels, *unit, 3)).astype(np.float32) / 30
+        x = b.node("Conv", [x, b.weight("frame", w)], "framed", *lifted(conv_attributes(3), 3, 1))
+    up = rng.standard_normal((channels, channels, *unit, 2)).astype(np.float32) / 20
+    up_attributes = [
+        wire.ints_attribute("kernel_shape", [*unit, 2]),
+        wire.ints_attribute("strides", [*unit, 2]),
+    ]
+    x = b.node("ConvTranspose", [x, b.weight("up_w", up)], "up", *up_attributes)
+    for index, (width, kernel, dilation, bias) in enumerate(convolutions):
+        w = rng.standard_normal((width, channels, *unit, kernel)) / np.sqrt(channels * kernel)
+        inputs = [x, b.weight(f"w{index}", w.astype(np.float32))]
+        if bias:
+            inputs.append(
+                b.weight(f"b{index}", (rng.standard_normal(width) / 10).astype(np.float32))
+            )
+        attributes = lifted(conv_attributes(kernel, dilation), kernel, dilation)
+        x = b.node("Conv", inputs, f"conv{index}", *attributes)
+        x = b.node("LeakyRelu", [x], f"act{index}")
+        channels = width
+    b.output(x, [1, channels, *unit, "T2"])
+    return b.encode()
+
+
+def upsampling_feeds(model: bytes, frames: int) -> dict[str, NDArray[np.float32]]:
+    graph = wire.Graph.parse(wire.as_message(wire.model_graph(memoryview(model))[1].value))
+    first = next(iter(graph.nodes.values()))
+    channels = graph.initializers[first.inputs[1]].dims[1]
+    rank = len(graph.initializers[first.inputs[1]].dims)
+    shape = (1, channels, 1, frames) if rank == 4 else (1, channels, frames)
+    return {"x": np.random.default_rng(frames).standard_normal(shape).astype(np.float32)}
 
 
 def run(model: bytes | Path, feeds: dict[str, NDArray[np.generic]]) -> list[NDArray[np.generic]]:
@@ -181,12 +236,20 @@ def assert_front_keeps_the_samples(whole: DialectFront, front: bytes, threads: i
         assert np.abs(pcm(got) - pcm(expected)).max() <= 1
 
 
+class WithoutBlockedKernels(Machine):
+    """This machine as an aarch64 onnxruntime (a Raspberry Pi's) would be: no blocked kernels."""
+
+    def value(self, dependency: Dependency) -> int:
+        return 0 if dependency is Dependency.BLOCK else super().value(dependency)
+
+
 def prepared_without_blocked_kernels(decoder: wire.Chunks) -> bytes:
-    """A cut decoder as the passes prepare it where onnxruntime has no blocked kernels
-    (aarch64): cut to the span it is fed, then lifted."""
+    """A cut decoder as the registry's passes prepare it where onnxruntime has no blocked
+    kernels (aarch64): cut to the span it is fed, lifted, its wide convolutions in minimal
+    filtering form."""
     prepared = b"".join(bytes(part) for part in decoder.parts)
-    for step in (vits_decoder_span.cut_to_span, vits_conv_lift.lift_for_cpu):
-        rewritten = step(memoryview(prepared), block=0)
+    for step in passes_for(GraphKind.DECODER):
+        rewritten = step.run(memoryview(prepared), WithoutBlockedKernels(threads=2))
         if rewritten is not None:
             prepared = b"".join(bytes(part) for part in rewritten.parts)
     return prepared

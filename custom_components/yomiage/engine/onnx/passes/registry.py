@@ -23,6 +23,7 @@ from . import (
     vits_conv_lift,
     vits_decoder_span,
     vits_flow_mask,
+    vits_minimal_filtering,
 )
 
 
@@ -75,6 +76,15 @@ PASSES: tuple[Pass, ...] = (
     # Every CPU; its blocked-layout parts (identities, halved tail, frame-rate lift) only where
     # onnxruntime has NCHWc kernels (x86's wheels; not the aarch64 wheel a Raspberry Pi runs).
     Pass("conv lift", vits_conv_lift.lift_for_cpu, 8, _VOICE, (Dependency.BLOCK,)),
+    # Only where onnxruntime has no blocked kernels (aarch64: a Raspberry Pi); after the lift,
+    # whose rank-4 convolutions it takes as they are.
+    Pass(
+        "minimal filtering",
+        vits_minimal_filtering.minimal_filtering_for_cpu,
+        1,
+        frozenset({GraphKind.SYNTHESIZER, GraphKind.DECODER}),
+        (Dependency.BLOCK,),
+    ),
     Pass(
         "position buckets",
         bert_position_buckets.slice_relative_positions,

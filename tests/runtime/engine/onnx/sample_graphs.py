@@ -69,7 +69,7 @@ def residual_model(opset: int = 17, weight_also_output: bool = False) -> bytes:
 
 
 def upsampling_stack(
-    convolutions: list[tuple[int, int, int, bool]], rank: int = 3, narrow_first: bool = True
+    convolutions: list[tuple[int, int, int, bool]], rank: int = 3, frame_rate_first: bool = True
 ) -> bytes:
     """A decoder's stage: x -> [a kernel-3 Conv at frame rate] -> ConvTranspose (x2) -> each
     (channels, kernel, dilation, bias) Conv in turn, with a LeakyRelu between; [N, C, T] or
@@ -90,7 +90,7 @@ def upsampling_stack(
         ]
 
     x = b.input("x", [1, channels, *unit, "T"])
-    if narrow_first:  # frame rate: never rewritten
+    if frame_rate_first:
         w = rng.standard_normal((channels, channels, *unit, 3)).astype(np.float32) / 30
         x = b.node("Conv", [x, b.weight("frame", w)], "framed", *lifted(conv_attributes(3), 3, 1))
     up = rng.standard_normal((channels, channels, *unit, 2)).astype(np.float32) / 20

@@ -81,8 +81,8 @@ PASSES: tuple[Pass, ...] = (
     Pass(
         "minimal filtering",
         vits_minimal_filtering.minimal_filtering_for_cpu,
-        1,
-        frozenset({GraphKind.SYNTHESIZER, GraphKind.DECODER}),
+        2,
+        frozenset({GraphKind.SYNTHESIZER, GraphKind.FRONT, GraphKind.DECODER}),
         (Dependency.BLOCK,),
     ),
     Pass(

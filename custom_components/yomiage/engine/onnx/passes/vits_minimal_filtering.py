@@ -1,4 +1,5 @@
-"""The decoder's wide convolutions in fewer multiplications: minimal filtering (Winograd's
+"""A voice's wide convolutions at frame and audio rate (the flow's feed-forward layers, the
+decoder's 128- and 256-channel stages) in fewer multiplications: minimal filtering (Winograd's
 F(m, r), built the Toom-Cook way), where onnxruntime has no blocked kernels (the aarch64 wheel a
 Raspberry Pi runs: its convolutions are im2col + SGEMM).
 
@@ -40,6 +41,7 @@ MIN_CHANNELS = 128
 Points = tuple[Fraction | int, ...]
 _FIVE: Points = (0, 1, -1, 2, -2)
 _SIX: Points = (0, 1, -1, 2, -2, Fraction(1, 2))
+_SEVEN: Points = (0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2))
 # kernel -> (outputs per tile m, the kernel's parts in order: (taps, the finite interpolation
 # points of that part's F(m, taps); the last point is infinity)). Four outputs per tile, and
 # kernels past 3 in parts of 3 or 4 taps: one F(4, r) of a larger kernel needs points whose
@@ -47,6 +49,7 @@ _SIX: Points = (0, 1, -1, 2, -2, Fraction(1, 2))
 # (A72 counts and rounding: docs/PERFORMANCE.md).
 TILES: dict[int, tuple[int, tuple[tuple[int, Points], ...]]] = {
     3: (4, ((3, _FIVE),)),
+    5: (4, ((5, _SEVEN),)),
     7: (4, ((4, _SIX), (3, _FIVE))),
     11: (4, ((4, _SIX), (4, _SIX), (3, _FIVE))),
 }
@@ -143,17 +146,21 @@ def minimal_filtering_for_cpu(model: memoryview, block: int) -> Chunks | None:
 
 
 def minimal_filtering(model: memoryview, min_channels: int = MIN_CHANNELS) -> Chunks | None:
-    """``model`` with each qualifying audio-rate convolution (from the first ConvTranspose on)
-    in minimal filtering form; None where none qualifies."""
+    """``model`` with each qualifying convolution at frame or audio rate in minimal filtering
+    form (the flow's feed-forward ones and the decoder's: at frame rate too the transforms cost
+    less than they save, docs/PERFORMANCE.md); None where none qualifies. Those in front of the
+    phones' durations stay as published: a duration is rounded up (Ceil), and a sum rounded
+    differently could move a phone's last frame."""
     edited = edit_model(model, SCOPE, Graph.parse)
     graph, edit = edited.graph, edited.edit
     if edited.opset < _OPSET:
         return None
-    upsampled = False
+    framed = _after_durations(graph)
     changed = False
     for position, node in graph.nodes.items():
-        upsampled = upsampled or node.op_type == "ConvTranspose"
-        conv = _Conv.read(node, graph, min_channels) if upsampled else None
+        if framed is not None and position not in framed:
+            continue
+        conv = _Conv.read(node, graph, min_channels)
         if conv is None:
             continue
         nodes = edit.nodes()
@@ -163,15 +170,34 @@ def minimal_filtering(model: memoryview, min_channels: int = MIN_CHANNELS) -> Ch
     return edited.encode() if changed else None
 
 
+def _after_durations(graph: Graph) -> set[int] | None:
+    """The positions of the nodes that read the durations' Ceil (what runs at frame rate and
+    after), or None where the graph has no Ceil (a decoder: all of it)."""
+    consumers = graph.consumers()
+    wanted = [
+        name for node in graph.nodes.values() if node.op_type == "Ceil" for name in node.outputs
+    ]
+    if not wanted:
+        return None
+    found: set[int] = set()
+    while wanted:
+        for position in consumers.get(wanted.pop(), []):
+            if position not in found:
+                found.add(position)
+                wanted.extend(graph.nodes[position].outputs)
+    return found
+
+
 @dataclass(frozen=True)
 class _Conv:
-    """A convolution this pass rewrites: [N, C, T] or [N, C, 1, T] in, the same length out."""
+    """A convolution this pass rewrites: [N, C, T] or [N, C, 1, T] in, as long or shorter out."""
 
     node: Node
     weight: NDArray[np.float32]  # [O, C, r]
     rank: int  # of its input and output
     dilation: int
     left_pad: int
+    shorter: int  # samples its output has fewer than its input (a valid convolution's r - 1)
 
     @classmethod
     def read(cls, node: Node, graph: Graph, min_channels: int) -> _Conv | None:
@@ -199,12 +225,13 @@ class _Conv:
         if rank == 4 and (dilations[0] != 1 or pads[0] != 0 or pads[2] != 0):
             return None
         d, left, right = dilations[-1], pads[rank - 3], pads[-1]
-        if left + right != d * (r - 1) or left < 0 or right < 0:
-            return None  # only convolutions whose output is as long as their input
+        shorter = d * (r - 1) - left - right
+        if shorter < 0 or left < 0 or right < 0:
+            return None  # none whose output is longer than its input
         if left % d:
             return None  # the padding is whole rows of d samples
         weight = np.frombuffer(data, dtype="<f4").reshape(out_channels, in_channels, r)
-        return cls(node, weight, rank, d, left)
+        return cls(node, weight, rank, d, left, shorter)
 
     def write(self, nodes: NewNodes, edit: GraphEdit) -> None:
         """The nodes that compute the convolution's output (under its own output name), with
@@ -264,7 +291,9 @@ class _Conv:
         audio = nodes.add("Reshape", [audio, ints([0, out_channels, *[1] * (self.rank - 3), -1])])
         bias = self.node.inputs[2] if len(self.node.inputs) > 2 and self.node.inputs[2] else None
         last = [] if bias is not None else [name]
-        audio = nodes.add("Slice", [audio, ints([0]), length, ints([-1])], outputs=last)
+        # Hayakoe's exporter pads in a Pad of its own: its convolutions' outputs are shorter.
+        end = nodes.add("Sub", [length, ints([self.shorter])]) if self.shorter else length
+        audio = nodes.add("Slice", [audio, ints([0]), end, ints([-1])], outputs=last)
         if bias is not None:
             column = ints([out_channels] + [1] * (self.rank - 2))
             nodes.add("Add", [audio, nodes.add("Reshape", [bias, column])], outputs=[name])

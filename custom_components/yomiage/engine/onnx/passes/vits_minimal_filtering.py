@@ -4,12 +4,13 @@ F(m, r), built the Toom-Cook way), where onnxruntime has no blocked kernels (the
 Raspberry Pi runs: its convolutions are im2col + SGEMM).
 
 A convolution of kernel ``r`` and dilation ``d`` computes ``m`` outputs ``d`` apart from
-``n = m + r - 1`` inputs ``d`` apart with ``n`` products per pair of channels instead of
-``m * r``, after a transform of the input and before one of the output that are sums of a few
-terms. The channels are a spatial axis of one image, so that each step is one operation that
-onnxruntime shares over its threads and nothing moves single floats: the input transform is one
-convolution over ``[N, 1, C, rows(, d)]`` (rows of ``d`` samples; kernel ``n`` rows, stride
-``m``) giving ``V[N, n, C, tiles d]``; the products one batched MatMul ``U[n, O, C] @ V`` (U =
+``m + r - 1`` inputs ``d`` apart with ``n`` products per pair of channels instead of ``m * r``
+(``n = m + r - 1`` for one F(m, r); a kernel in parts takes the sum of its parts'), after a
+transform of the input and before one of the output that are sums of a few terms. The channels
+are a spatial axis of one image, so that each step is one operation that onnxruntime shares
+over its threads and nothing moves single floats: the input transform is one convolution over
+``[N, 1, C, rows(, d)]`` (rows of ``d`` samples; kernel ``m + r - 1`` rows, stride ``m``)
+giving ``V[N, n, C, tiles d]``; the products one batched MatMul ``U[n, O, C] @ V`` (U =
 G W, worked out once from the weights in float64); the output transform one ConvTranspose over
 the image ``[O tiles(, d)]`` whose stride of ``m`` rows puts every tile's outputs in sample
 order. What stays on one thread: the Pad to whole rows (d > 1), the ConvTranspose's placing
@@ -43,9 +44,9 @@ _FIVE: Points = (0, 1, -1, 2, -2)
 _SIX: Points = (0, 1, -1, 2, -2, Fraction(1, 2))
 _SEVEN: Points = (0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2))
 # kernel -> (outputs per tile m, the kernel's parts in order: (taps, the finite interpolation
-# points of that part's F(m, taps); the last point is infinity)). Four outputs per tile, and
-# kernels past 3 in parts of 3 or 4 taps: one F(4, r) of a larger kernel needs points whose
-# powers round too coarsely (F(2, 11) was 10x further off), the parts only these small ones
+# points of that part's F(m, taps); the last point is infinity)). Four outputs per tile; kernels
+# 7 and 11 in parts of 4 and 3 taps, since one F(4, r) of them needs more points, whose powers
+# round too coarsely (one F(2, 11) was 10x further off), and the parts only these small ones
 # (A72 counts and rounding: docs/PERFORMANCE.md).
 TILES: dict[int, tuple[int, tuple[tuple[int, Points], ...]]] = {
     3: (4, ((3, _FIVE),)),

@@ -324,13 +324,15 @@ def front_labels(graph: Any, positions: list[int]) -> list[str]:
 
 def decoder_labels(graph: Any, positions: list[int]) -> list[str]:
     """The decoder by channel width: a new part at each upsampling ConvTranspose, named by its
-    output channels (before the first: frame rate)."""
+    output channels (before the first: frame rate). Minimal filtering's output transforms are
+    strided ConvTransposes too, with one output channel: they stay in their stage."""
     labels, current = [], "decoder, frame rate"
     for position in positions:
         node = graph.nodes[position]
         strides = node.attribute("strides")  # [s] or, lifted, [1, s]
         if node.op_type == "ConvTranspose" and strides is not None and max(strides.ints) > 1:
-            current = f"decoder, {graph.initializers[node.inputs[1]].dims[1]} ch"
+            channels = graph.initializers[node.inputs[1]].dims[1]
+            current = f"decoder, {channels} ch" if channels > 1 else current
         labels.append(current)
     return labels
 

@@ -453,7 +453,9 @@ def announce(supervisor_url: str, token: str, host: str, port: int) -> None:
         pass
 
 
-def _announce_if_supervised(port: int) -> None:
+def _announce_if_supervised(port: int, child: Child) -> None:
+    """Announce the server, retrying a Supervisor that does not answer yet; not once the add-on
+    is being stopped (the Supervisor waits for its exit, then kills it)."""
     token = os.environ.get("SUPERVISOR_TOKEN")
     if not token:
         _LOGGER.info("no SUPERVISOR_TOKEN: not running as an add-on, nothing to announce")
@@ -463,7 +465,8 @@ def _announce_if_supervised(port: int) -> None:
     # DNS resolves for Home Assistant.
     host = os.environ.get("YOMIAGE_ANNOUNCE_HOST") or socket.gethostname()
     for wait_s in (0.0, *ANNOUNCE_RETRIES_S):
-        time.sleep(wait_s)
+        if not _waited_unless_stopping(wait_s, child):
+            return
         try:
             announce(supervisor_url, token, host, port)
         except OSError as err:
@@ -472,6 +475,14 @@ def _announce_if_supervised(port: int) -> None:
         _LOGGER.info("announced to Home Assistant: Settings → Devices & services offers Yomiage")
         return
     _LOGGER.error("gave up announcing the server: add it in Yomiage's setup by address")
+
+
+def _waited_unless_stopping(seconds: float, child: Child) -> bool:
+    """Whether ``seconds`` passed without a stop (checked every half second)."""
+    deadline = time.monotonic() + seconds
+    while not child.stopping and (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, 0.5))
+    return not child.stopping
 
 
 # -- main -----------------------------------------------------------------------------------------
@@ -493,7 +504,7 @@ def run(data_dir: Path, port: int, arguments: Sequence[str]) -> int:
         return 0
     server = child.run(serve_command(plan, options, port))
     if wait_until_serving(server, port) and supervised:
-        _announce_if_supervised(port)
+        _announce_if_supervised(port, child)
     return server.wait()
 
 

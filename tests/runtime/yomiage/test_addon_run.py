@@ -9,6 +9,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from types import ModuleType, SimpleNamespace
@@ -227,6 +229,30 @@ def test_a_refused_announcement_is_an_error(
     monkeypatch.setitem(supervisor.config, "discovery", ["wyoming"])  # yomiage not listed
     with pytest.raises(OSError, match="400"):
         run.announce(supervisor.url, "token-1", "host", 10200)
+
+
+def test_a_stopped_add_on_stops_announcing(
+    run: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Supervisor that does not answer is retried for minutes; a stop (SIGTERM marks the
+    child as stopping) in the middle of a wait ends the retries at once: the Supervisor waits
+    for the add-on to exit, then kills it."""
+    child = SimpleNamespace(stopping=False)
+    attempts: list[str] = []
+
+    def unanswered(*_: object) -> None:
+        attempts.append("announce")
+        raise OSError("timed out")
+
+    monkeypatch.setenv("SUPERVISOR_TOKEN", "token-1")
+    monkeypatch.setattr(run, "announce", unanswered)
+    monkeypatch.setattr(run, "ANNOUNCE_RETRIES_S", (3600.0, 0.0))
+    stop = threading.Timer(0.3, lambda: setattr(child, "stopping", True))
+    stop.start()
+    started = time.monotonic()
+    run._announce_if_supervised(10200, child)
+    assert attempts == ["announce"]  # none after the stop
+    assert time.monotonic() - started < 60  # not the hour's wait
 
 
 # -- health and the whole add-on -------------------------------------------------------------------

@@ -18,16 +18,13 @@ def main() -> None:
     import onnxruntime as ort
     from yomiage_engine.onnx import wire
     from yomiage_engine.onnx.machine import Machine
-    from yomiage_engine.onnx.passes.registry import GraphKind, passes_for
+    from yomiage_engine.onnx.passes.registry import GraphKind, prepared_in_memory
     from yomiage_engine.onnx.passes.vits_decoder_span import SPAN_INPUT
 
     with np.load(io.BytesIO(sys.stdin.buffer.read())) as packed:
-        graph = packed["graph"].tobytes()
+        published = packed["graph"].tobytes()
         feeds = {name: packed[name] for name in packed.files if name != "graph"}
-    for step in passes_for(GraphKind.DECODER):
-        rewritten = step.run(memoryview(graph), Machine(threads=1))
-        if rewritten is not None:
-            graph = b"".join(bytes(part) for part in rewritten.parts)
+    graph = prepared_in_memory(published, GraphKind.DECODER, Machine(threads=1))
     session = ort.InferenceSession(graph, providers=["CPUExecutionProvider"])
     if SPAN_INPUT in {value.name for value in session.get_inputs()}:  # the whole window
         frames = max(value.shape[-1] for value in feeds.values())

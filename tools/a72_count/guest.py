@@ -204,7 +204,7 @@ class YomiageInParts(Yomiage):
 
         from yomiage_engine.onnx.decoder_graph import read_split
         from yomiage_engine.onnx.machine import Machine
-        from yomiage_engine.onnx.passes.registry import GraphKind, passes_for
+        from yomiage_engine.onnx.passes.registry import GraphKind, prepared_in_memory
         from yomiage_engine.onnx.sessions import SessionFactory
 
         factory = SessionFactory(threads=spec["threads"], use_cache=False)
@@ -219,11 +219,8 @@ class YomiageInParts(Yomiage):
                 (GraphKind.FRONT, cut.front, front_labels),
                 (GraphKind.DECODER, cut.decoder, decoder_labels),
             ):
-                graph = b"".join(bytes(part) for part in chunks.parts)
-                for step in passes_for(kind):
-                    rewritten = step.run(memoryview(graph), machine)
-                    if rewritten is not None:
-                        graph = b"".join(bytes(part) for part in rewritten.parts)
+                published = b"".join(bytes(part) for part in chunks.parts)
+                graph = prepared_in_memory(published, kind, machine)
                 halves[kind] = InParts(graph, labels, factory)
             with graphs._lock:
                 graphs._split = dataclasses.replace(

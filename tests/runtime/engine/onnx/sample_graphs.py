@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 from custom_components.yomiage.engine.onnx import wire
 from custom_components.yomiage.engine.onnx.decoder_graph import DecoderSplit, read_split
 from custom_components.yomiage.engine.onnx.machine import Dependency, Machine
-from custom_components.yomiage.engine.onnx.passes.registry import GraphKind, passes_for
+from custom_components.yomiage.engine.onnx.passes.registry import GraphKind, prepared_in_memory
 from custom_components.yomiage.engine.onnx.passes.vits_decoder_span import SPAN_INPUT
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 from custom_components.yomiage.engine.synthesis.graphs import decode_window
@@ -247,12 +247,8 @@ def prepared_without_blocked_kernels(decoder: wire.Chunks) -> bytes:
     """A cut decoder as the registry's passes prepare it where onnxruntime has no blocked
     kernels (aarch64): cut to the span it is fed, lifted, its wide convolutions in minimal
     filtering form."""
-    prepared = b"".join(bytes(part) for part in decoder.parts)
-    for step in passes_for(GraphKind.DECODER):
-        rewritten = step.run(memoryview(prepared), WithoutBlockedKernels(threads=2))
-        if rewritten is not None:
-            prepared = b"".join(bytes(part) for part in rewritten.parts)
-    return prepared
+    published = b"".join(bytes(part) for part in decoder.parts)
+    return prepared_in_memory(published, GraphKind.DECODER, WithoutBlockedKernels(threads=2))
 
 
 def decode_cut_to_spans(

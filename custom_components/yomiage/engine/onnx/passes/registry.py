@@ -97,3 +97,14 @@ PASSES: tuple[Pass, ...] = (
 def passes_for(kind: GraphKind) -> tuple[Pass, ...]:
     """The passes a graph of ``kind`` is prepared with, in order."""
     return tuple(step for step in PASSES if kind in step.kinds)
+
+
+def prepared_in_memory(model: bytes, kind: GraphKind, machine: Machine) -> bytes:
+    """``model`` after the passes of ``kind`` as ``machine`` calls for them, held in memory: for
+    the tools and checks that read a prepared graph whole (the engine's own preparation goes
+    file to file, sessions.py, so that a large graph is never held twice)."""
+    for step in passes_for(kind):
+        rewritten = step.run(memoryview(model), machine)
+        if rewritten is not None:
+            model = b"".join(bytes(part) for part in rewritten.parts)
+    return model

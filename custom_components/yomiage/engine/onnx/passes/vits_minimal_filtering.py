@@ -85,7 +85,7 @@ def tile_transforms(kernel: int) -> tuple[int, Transforms]:
     return m, Transforms(output, g, bt)
 
 
-def transforms(m: int, r: int, points: tuple[Fraction | int, ...]) -> Transforms:
+def transforms(m: int, r: int, points: Points) -> Transforms:
     """The Toom-Cook matrices of F(m, r) on ``points`` (n - 1 distinct finite points, and
     infinity), exact until they become float64."""
     n = m + r - 1
@@ -301,7 +301,7 @@ class _Conv:
 
 
 def _float_initializer(edit: GraphEdit, label: str, values: NDArray[np.floating]) -> str:
-    name = edit.fresh(f"yomiage/{SCOPE}/{label}")
+    name = edit.new_name(label)
     data = np.ascontiguousarray(values, dtype="<f4")
     edit.add_initializer(name, wire.raw_float_tensor(name, data.shape, memoryview(data.tobytes())))
     return name

@@ -26,10 +26,13 @@ discovery messages are kept until the uninstall and listed only while the add-on
 would (a repository it cannot clone, an install that fails); ``lose_start_answer`` starts the
 add-on but answers with an error, as a client that stopped waiting sees it. A started add-on is
 a real process (``AddonRunner``): our run script, or our image under Docker (tests/addon_image).
+Starting and stopping it runs outside the lock that guards the double's state, one at a time: the
+Supervisor answers other calls (the add-on announcing itself) while it waits for a container.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -130,7 +133,9 @@ class SupervisorDouble:
         if self.installed:
             self.repository_added = True
             self.options = dict(self.config["options"])
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the state; held only to read or change it
+        self._runner_lock = threading.Lock()  # one start or stop of the add-on at a time
+        self._runner_steps: list[Callable[[], None]] = []  # queued under _lock, run after it
         self._http = ClosingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.url = f"http://127.0.0.1:{self._http.server_port}"
         self.host = f"127.0.0.1:{self._http.server_port}"  # what Home Assistant's SUPERVISOR holds
@@ -174,6 +179,10 @@ class SupervisorDouble:
                     break
             else:
                 return 404, f"no route {method} {path}"
+            runner_steps, self._runner_steps = self._runner_steps, []
+        with self._runner_lock:
+            for step in runner_steps:
+                step()
         starts = {f"/addons/{ADDON_SLUG}/start", f"/addons/{ADDON_SLUG}/restart"}
         if method == "POST" and path in starts and answer[0] == 200:
             return self._wait_until_healthy()  # outside the lock: the add-on announces meanwhile
@@ -275,10 +284,8 @@ class SupervisorDouble:
     def _start(self, body: Any, slug: str, step: str = "start") -> tuple[int, Any]:
         if problem := self._installed(slug) or self._refused(step):
             return problem
-        self.runner.start(
-            self.options,
-            {"SUPERVISOR_TOKEN": ADDON_TOKEN, "YOMIAGE_SUPERVISOR_URL": self.url},
-        )
+        environment = {"SUPERVISOR_TOKEN": ADDON_TOKEN, "YOMIAGE_SUPERVISOR_URL": self.url}
+        self._runner_steps.append(functools.partial(self.runner.start, self.options, environment))
         self.started = True
         return 200, {}
 
@@ -289,14 +296,14 @@ class SupervisorDouble:
     def _stop(self, body: Any, slug: str) -> tuple[int, Any]:
         if problem := self._installed(slug):
             return problem
-        self.runner.stop()
+        self._runner_steps.append(self.runner.stop)
         self.started = False
         return 200, {}
 
     def _uninstall(self, body: Any, slug: str) -> tuple[int, Any]:
         if problem := self._installed(slug):
             return problem
-        self.runner.stop()
+        self._runner_steps.append(self.runner.stop)
         self.started = self.installed = False
         self.discovery.clear()
         return 200, {}

@@ -320,16 +320,17 @@ def front_labels(graph: Any, positions: list[int]) -> list[str]:
 
 
 def decoder_labels(graph: Any, positions: list[int]) -> list[str]:
-    """The decoder by channel width: a new part at each upsampling ConvTranspose, named by its
-    output channels (before the first: frame rate). Minimal filtering's output transforms are
-    strided ConvTransposes too, with one output channel: they stay in their stage."""
+    """The decoder by channel width: a new part at each upsampling, named by its output
+    channels (before the first: frame rate). Minimal filtering's output transforms are strided
+    ConvTransposes too: they stay in their stage."""
+    from yomiage_engine.onnx.decoder_graph import is_upsampling
+    from yomiage_engine.onnx.passes.vits_minimal_filtering import SCOPE
+
     labels, current = [], "decoder, frame rate"
     for position in positions:
         node = graph.nodes[position]
-        strides = node.attribute("strides")  # [s] or, lifted, [1, s]
-        if node.op_type == "ConvTranspose" and strides is not None and max(strides.ints) > 1:
-            channels = graph.initializers[node.inputs[1]].dims[1]
-            current = f"decoder, {channels} ch" if channels > 1 else current
+        if is_upsampling(node) and not node.name.startswith(f"yomiage/{SCOPE}/"):
+            current = f"decoder, {graph.initializers[node.inputs[1]].dims[1]} ch"
         labels.append(current)
     return labels
 

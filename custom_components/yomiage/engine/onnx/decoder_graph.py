@@ -173,6 +173,13 @@ def reach_step(node: Node, initializers: dict[str, Tensor], scale: int) -> tuple
     return scale * stride, math.ceil(kernel / stride) / scale
 
 
+def is_upsampling(node: Node) -> bool:
+    """A strided ConvTranspose (1-D, or lifted to [1, s]): in a published decoder, an
+    upsampling."""
+    strides = node.attribute("strides")
+    return node.op_type == "ConvTranspose" and strides is not None and max(strides.ints) > 1
+
+
 def _boundary(graph: wire.Graph, decoder: set[int], audio: str) -> tuple[str, ...] | None:
     """The tensors the decoder reads from the rest of the graph (latent, speaker).
 

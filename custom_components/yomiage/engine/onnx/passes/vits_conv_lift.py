@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Self
 
 from .. import wire
+from ..decoder_graph import is_upsampling
 from ..graph_edit import GraphEdit, NewNodes, edit_model, is_zero_pad
 from ..wire import Chunks, Node, Tensor
 
@@ -302,15 +303,10 @@ def _upsampled_nodes(graph: _Graph) -> set[int]:
     found: set[int] = set()
     upsampled: set[str] = set()
     for position, node in graph.nodes.items():
-        if _is_upsampling(node) or any(name in upsampled for name in node.inputs):
+        if is_upsampling(node) or upsampled.intersection(node.inputs):
             found.add(position)
             upsampled.update(node.outputs)
     return found
-
-
-def _is_upsampling(node: Node) -> bool:
-    strides = node.attribute("strides")
-    return node.op_type == "ConvTranspose" and strides is not None and max(strides.ints) > 1
 
 
 def _liftable(
@@ -470,7 +466,7 @@ def _narrow_tail(graph: _Graph, in_scope: set[int], narrower_than: int) -> _Tail
         (
             position
             for position in sorted(in_scope)
-            if _is_upsampling(graph.nodes[position])
+            if is_upsampling(graph.nodes[position])
             and _narrow(graph.nodes[position], graph, narrower_than)
         ),
         None,

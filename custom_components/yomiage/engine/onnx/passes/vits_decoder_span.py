@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from .. import wire
-from ..decoder_graph import forward_reach, reach_left
+from ..decoder_graph import forward_reach, is_upsampling, reach_left
 from ..graph_edit import GraphEdit, NewNodes, edit_model
 from ..wire import Chunks
 
@@ -96,7 +96,7 @@ def _upsamplings(graph: wire.Graph, reach: dict[str, tuple[int, float]], audio: 
     found: list[int] = []
     for position in sorted(graph.nodes):
         node = graph.nodes[position]
-        if node.op_type != "ConvTranspose" or node.first_int("strides", 1) == 1:
+        if not is_upsampling(node):
             continue
         source = node.inputs[0]
         alone = source in reach and len(readers[source]) == 1

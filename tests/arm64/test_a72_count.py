@@ -140,6 +140,9 @@ def test_figures_are_finite(counted: tuple[dict[str, Any], dict[str, Any]]) -> N
         # Yomiage streams: its first audio comes inside the first sentence; hayakoe's is its end.
         if run["engine"] == "yomiage":
             assert 0 < reached["instructions"] < text["instructions"], name
+            by_stage = reached["stages_critical_path"]
+            assert by_stage["decoder"] > 0 and by_stage["bert"] > 0, (name, by_stage)
+            assert sum(by_stage.values()) == reached["critical_path"], name
         else:
             assert reached["whole"] and reached["instructions"] == text["instructions"], name
     predicted = first["predicted_pi"][TEXT]

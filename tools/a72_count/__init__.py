@@ -335,7 +335,7 @@ def analyse(counts: Counts, guest: dict[str, Any]) -> dict[str, Any]:
         to_first = _delta(begin, reached, slots)
         waited = _waited(begin, end, slots)
         path, path_stages = _critical_path(counts, inside, begin, end, python)
-        path_to_first, _ = _critical_path(
+        path_to_first, first_stages = _critical_path(
             counts, [e for e in inside if e["k"] < reached.k], begin, reached, python
         )
         total = sum(per_slot)
@@ -357,6 +357,7 @@ def analyse(counts: Counts, guest: dict[str, Any]) -> dict[str, Any]:
                 "instructions": sum(to_first),
                 "busiest_thread": max(to_first),
                 "critical_path": path_to_first,
+                "stages_critical_path": first_stages,
                 "whole": name not in first,
             },
             "stages": {**stages, "outside onnxruntime": outside},
@@ -504,6 +505,7 @@ def markdown(results: dict[str, Any]) -> str:
                 else f"{value / whole['audio_s'] / G:.2f} ({value / whole['instructions']:.0%})"
             )
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += _first_audio_stages(runs)
     lines += ["", "Per thread, each text (G instructions; native: onnxruntime's pool threads):", ""]
     for name, run in runs.items():
         for text, entry in run["texts"].items():
@@ -529,6 +531,31 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {_pair(figure, 'hayakoe_first_audio_s', '.1f')} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _first_audio_stages(runs: dict[str, dict[str, Any]]) -> list[str]:
+    """Where the critical path to each streamed text's first audio goes, per stage (G)."""
+    streamed = [
+        (name, text, entry["first_audio"])
+        for name, run in runs.items()
+        for text, entry in run["texts"].items()
+        if not entry["first_audio"]["whole"] and "stages_critical_path" in entry["first_audio"]
+    ]
+    if not streamed:
+        return []
+    stage_names = list(
+        dict.fromkeys(stage for *_, first in streamed for stage in first["stages_critical_path"])
+    )
+    lines = ["", "To first audio, the critical path per stage (G):", ""]
+    lines.append("| run | text | " + " | ".join(stage_names) + " | all |")
+    lines.append("|---|---|" + "---|" * (len(stage_names) + 1))
+    for name, text, first in streamed:
+        stages = first["stages_critical_path"]
+        cells = [f"{stages[stage] / G:.3f}" if stage in stages else "-" for stage in stage_names]
+        lines.append(
+            f"| {name} | {text} | " + " | ".join(cells) + f" | {first['critical_path'] / G:.3f} |"
+        )
+    return lines
 
 
 def _pair(figure: dict[str, Any], key: str, shown: str) -> str:

@@ -238,9 +238,11 @@ class Engine:
         return None if not cost else speed.frame_s / cost
 
     def load_all(self) -> None:
-        """Create every session now: validates graphs (config flow) and avoids first-use latency.
-        Then one short synthesis, so that the first streamed request sizes its first piece from
-        this machine's measured decoding speed rather than a guess."""
+        """Create every session and map the readings' dictionaries now: validates graphs
+        (config flow) and avoids first-use latency. Then one short synthesis, so that the first
+        streamed request sizes its first piece from this machine's measured decoding speed
+        rather than a guess."""
+        self._frontend.load_dictionaries()
         for graphs in self._graphs.values():
             with self._model_lock:
                 graphs.load()

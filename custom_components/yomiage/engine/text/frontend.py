@@ -53,6 +53,10 @@ class Frontend:
             raise InvalidTextError(f"nothing speakable in {_shown(text)}")
         return sequence
 
+    def load_dictionaries(self) -> None:
+        """Map the dictionaries OpenJTalk's readings use (some only on first need) now."""
+        openjtalk.load_dictionaries()
+
     def reading(self, text: str) -> list[str]:
         """Katakana reading of each sentence (punctuation as 、。！？)."""
         return [katakana(sentence.text) for sentence in self.sentences(text)]

@@ -17,6 +17,10 @@ if TYPE_CHECKING:  # pyopenjtalk-plus ships types; other OpenJTalk builds (tools
 
 _LOCK = threading.Lock()
 _DEVOICING_MARK = "’"  # OpenJTalk marks a devoiced mora in readings (デス’); phones ignore it
+# A kanji of several readings (風: かぜ, ふう; also 時, 上, 方, 人...) sends pyopenjtalk-plus to
+# Sudachi, whose dictionary it maps the first time: ~75 MB of file pages, 0.08 s on x86, ~0.3 s
+# of a Pi 4B's CPU (docs/PERFORMANCE.md).
+_SEVERAL_READINGS = "風。"
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,11 @@ def words(text: str) -> list[Word]:
     with _LOCK:
         features = pyopenjtalk.run_frontend(text)
     return [_word(feature) for feature in features]
+
+
+def load_dictionaries() -> None:
+    """Map every dictionary the readings use now, not in the first request that needs one."""
+    words(_SEVERAL_READINGS)
 
 
 def _word(feature: NJDFeature) -> Word:

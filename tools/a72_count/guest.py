@@ -324,12 +324,13 @@ def decoder_labels(graph: Any, positions: list[int]) -> list[str]:
     channels (before the first: frame rate). Minimal filtering's output transforms are strided
     ConvTransposes too: they stay in their stage."""
     from yomiage_engine.onnx.decoder_graph import is_upsampling
+    from yomiage_engine.onnx.graph_edit import made_by
     from yomiage_engine.onnx.passes.vits_minimal_filtering import SCOPE
 
     labels, current = [], "decoder, frame rate"
     for position in positions:
         node = graph.nodes[position]
-        if is_upsampling(node) and not node.name.startswith(f"yomiage/{SCOPE}/"):
+        if is_upsampling(node) and not made_by(node.name, SCOPE):
             current = f"decoder, {graph.initializers[node.inputs[1]].dims[1]} ch"
         labels.append(current)
     return labels

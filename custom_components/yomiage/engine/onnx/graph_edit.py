@@ -116,7 +116,7 @@ class GraphEdit:
 
     def new_name(self, label: str) -> str:
         """A fresh name under the edit's scope: ``yomiage/<scope>/<label>``."""
-        return self.fresh(f"yomiage/{self.scope}/{label}")
+        return self.fresh(f"{_scope_prefix(self.scope)}{label}")
 
     # -- nodes --------------------------------------------------------------------------------
     def nodes(self) -> NewNodes:
@@ -307,6 +307,15 @@ def edit_model(
     opset = wire.default_opset(model_fields)
     graph = parse(wire.as_message(graph_field.value))
     return EditedModel(model_fields, graph_field, opset, graph, GraphEdit(graph, scope))
+
+
+def made_by(name: str, scope: str) -> bool:
+    """Whether ``name`` (a node's, a tensor's) was made by an edit under ``scope``."""
+    return name.startswith(_scope_prefix(scope))
+
+
+def _scope_prefix(scope: str) -> str:
+    return f"yomiage/{scope}/"
 
 
 def is_zero_pad(node: Node, graph: Graph, producers: dict[str, int]) -> bool:

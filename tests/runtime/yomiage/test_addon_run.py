@@ -9,8 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from types import ModuleType, SimpleNamespace
@@ -235,24 +233,30 @@ def test_a_stopped_add_on_stops_announcing(
     run: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A Supervisor that does not answer is retried for minutes; a stop (SIGTERM marks the
-    child as stopping) in the middle of a wait ends the retries at once: the Supervisor waits
-    for the add-on to exit, then kills it."""
+    child as stopping) in the middle of a wait ends the retries within one nap: the Supervisor
+    waits for the add-on to exit, then kills it. On a clock the test holds: the stop arrives
+    during the first nap of the hour's wait."""
     child = SimpleNamespace(stopping=False)
     attempts: list[str] = []
+    naps: list[float] = []
+    now = [0.0]
 
     def unanswered(*_: object) -> None:
         attempts.append("announce")
         raise OSError("timed out")
 
+    def nap(seconds: float) -> None:
+        naps.append(seconds)
+        now[0] += seconds
+        child.stopping = True
+
     monkeypatch.setenv("SUPERVISOR_TOKEN", "token-1")
     monkeypatch.setattr(run, "announce", unanswered)
     monkeypatch.setattr(run, "ANNOUNCE_RETRIES_S", (3600.0, 0.0))
-    stop = threading.Timer(0.3, lambda: setattr(child, "stopping", True))
-    stop.start()
-    started = time.monotonic()
+    monkeypatch.setattr(run, "time", SimpleNamespace(monotonic=lambda: now[0], sleep=nap))
     run._announce_if_supervised(10200, child)
     assert attempts == ["announce"]  # none after the stop
-    assert time.monotonic() - started < 60  # not the hour's wait
+    assert naps == [0.5]  # the stop is seen after one nap, not the hour
 
 
 # -- health and the whole add-on -------------------------------------------------------------------

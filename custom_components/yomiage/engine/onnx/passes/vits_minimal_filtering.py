@@ -1,5 +1,5 @@
 """A voice's wide convolutions at frame and audio rate (the flow's feed-forward layers, the
-decoder's 128- and 256-channel stages) in fewer multiplications: minimal filtering (Winograd's
+decoder's 64-, 128- and 256-channel stages) in fewer multiplications: minimal filtering (Winograd's
 F(m, r), built the Toom-Cook way), where onnxruntime has no blocked kernels (the aarch64 wheel a
 Raspberry Pi runs: its convolutions are im2col + SGEMM).
 
@@ -36,9 +36,9 @@ from ..graph_edit import GraphEdit, NewNodes, edit_model
 from ..wire import Chunks, Graph, Node
 
 SCOPE = "minimal_filtering"
-# Both channel counts at least this: at 64 channels and 4 threads the transforms cost what the
-# products save (A72 count, docs/PERFORMANCE.md).
-MIN_CHANNELS = 128
+# Both channel counts at least this: at 32 channels the transforms cost more than the products
+# save (A72 count, docs/PERFORMANCE.md).
+MIN_CHANNELS = 64
 Points = tuple[Fraction | int, ...]
 _FIVE: Points = (0, 1, -1, 2, -2)
 _SIX: Points = (0, 1, -1, 2, -2, Fraction(1, 2))

@@ -11,10 +11,17 @@ are a spatial axis of one image, so that each step is one operation that onnxrun
 over its threads and nothing moves single floats: the input transform is one convolution over
 ``[N, 1, C, rows(, d)]`` (rows of ``d`` samples; kernel ``m + r - 1`` rows, stride ``m``)
 giving ``V[N, n, C, tiles d]``; the products one batched MatMul ``U[n, O, C] @ V`` (U =
-G W, worked out once from the weights in float64); the output transform one ConvTranspose over
-the image ``[O tiles(, d)]`` whose stride of ``m`` rows puts every tile's outputs in sample
-order. What stays on one thread: the Pad to whole rows (d > 1), the ConvTranspose's placing
-and the final Slice, each one pass over the samples.
+G W, worked out once from the weights in float64; its batch a multiple of 4, below); the
+output transform one ConvTranspose over the image ``[O tiles(, d)]`` whose stride of ``m`` rows
+puts every tile's outputs in sample order. What stays on one thread: the Pad to
+whole rows (d > 1), the ConvTranspose's placing and the final Slice, each one pass over the
+samples.
+
+onnxruntime (MLAS) runs a batched product as one product per thread when the batch holds at
+least as many as there are threads: the ``n`` products of F(4, 3) (6) on a Pi's 4 threads would
+give two threads twice the work of the others. So the output channels are split into the fewest
+groups that make the batch a multiple of 4 (``product_groups``; 6 x 2), which 1 and 2 threads
+share evenly too.
 
 Exact in arithmetic, not in rounding: the transforms' sums round differently from the direct
 sums. The tiles and points are the ones whose samples stay within 1 LSB of the published graph on
@@ -25,6 +32,7 @@ decoder's, is in docs/PERFORMANCE.md.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -54,6 +62,8 @@ TILES: dict[int, tuple[int, tuple[tuple[int, Points], ...]]] = {
     7: (4, ((4, _SIX), (3, _FIVE))),
     11: (4, ((4, _SIX), (4, _SIX), (3, _FIVE))),
 }
+# The threads the products' batch is a multiple of: a Raspberry Pi 4B's (and 5's) four cores.
+SHARED_BY = 4
 _OPSET = 13  # Slice with inputs (10), Pad with inputs (11), integer Div on int64 (7)
 
 
@@ -241,13 +251,18 @@ class _Conv:
         out_channels, in_channels, r = self.weight.shape
         m, f = tile_transforms(r)
         n, window, d = f.output.shape[1], m + r - 1, self.dilation
+        groups = product_groups(n, out_channels)
         products = np.einsum("lk,ock->loc", f.kernel, self.weight.astype(np.float64))
         # Rows of d samples on a trailing axis where d > 1; with d = 1 the transforms are 1-D
         # (a trailing axis of one sample makes onnxruntime's small convolutions much slower).
         unit = [1] if d > 1 else []
         phases = [d] if d > 1 else []
         name = self.node.outputs[0]
-        u = _float_initializer(edit, f"{name}/products", products)
+        u = _float_initializer(
+            edit,
+            f"{name}/products",
+            products.reshape(n, groups, out_channels // groups, in_channels),
+        )
         bt = _float_initializer(
             edit, f"{name}/input_transform", f.input.reshape(n, 1, 1, window, *unit)
         )
@@ -278,9 +293,10 @@ class _Conv:
             wire.ints_attribute("strides", [1, m, *unit]),
             wire.ints_attribute("pads", [0, lead, *zeros, 0, window - 1 - lead, *zeros]),
         )
-        # [N, n, C, Q(, d)] -> the products [N, n, O, Q d] -> y = AT M as a ConvTranspose
-        # whose image is [O Q(, d)] and whose stride puts each tile's m rows in place.
-        v = nodes.add("Reshape", [v, ints([0, n, in_channels, -1])])
+        # [N, n, C, Q(, d)] -> the products [N, n, groups, O / groups, Q d] (the batch a
+        # multiple of 4) -> y = AT M as a ConvTranspose over the image [O Q(, d)], whose
+        # stride puts each tile's m rows in place.
+        v = nodes.add("Reshape", [v, ints([0, n, 1, in_channels, -1])])
         product = nodes.add("MatMul", [u, v])
         product = nodes.add("Reshape", [product, ints([0, n, -1, *phases])])
         audio = nodes.add(
@@ -298,6 +314,13 @@ class _Conv:
         if bias is not None:
             column = ints([out_channels] + [1] * (self.rank - 2))
             nodes.add("Add", [audio, nodes.add("Reshape", [bias, column])], outputs=[name])
+
+
+def product_groups(points: int, out_channels: int) -> int:
+    """Into how many groups the output channels are split so that ``points`` products times
+    the groups is a multiple of SHARED_BY (1 where the channels do not divide)."""
+    groups = SHARED_BY // math.gcd(points, SHARED_BY)
+    return groups if out_channels % groups == 0 else 1
 
 
 def _float_initializer(edit: GraphEdit, label: str, values: NDArray[np.floating]) -> str:

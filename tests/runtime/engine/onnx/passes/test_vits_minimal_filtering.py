@@ -11,6 +11,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from custom_components.yomiage.engine.onnx import wire
 from custom_components.yomiage.engine.onnx.passes import vits_conv_lift
 from custom_components.yomiage.engine.onnx.passes import vits_minimal_filtering as mf
 
@@ -42,10 +43,22 @@ def _rewritten(model: bytes) -> bytes:
     return b"".join(bytes(part) for part in out.parts)
 
 
+def _products_batches(model: bytes) -> list[int]:
+    """How many products each rewritten convolution's batched MatMul holds: its weights'
+    leading axes (the points, the groups of output channels)."""
+    graph = wire.Graph.parse(wire.as_message(wire.model_graph(memoryview(model))[1].value))
+    weights = [
+        graph.initializers[node.inputs[0]].dims
+        for node in graph.nodes.values()
+        if node.op_type == "MatMul"
+    ]
+    return [dims[0] * dims[1] for dims in weights]
+
+
 @pytest.mark.parametrize("rank", [3, 4])
 def test_wide_convolutions_give_their_outputs_for_every_length(rank: int) -> None:
     """Every kernel of the table, dilations 1 to 5, with and without bias; lengths shorter than
-    a tile, and not a multiple of one."""
+    a tile, and not a multiple of one; the products' batch shared evenly by 4 threads."""
     model = upsampling_stack(
         [
             (WIDE, 3, 1, True),
@@ -59,12 +72,24 @@ def test_wide_convolutions_give_their_outputs_for_every_length(rank: int) -> Non
     rewritten = _rewritten(model)
     # each of them, and the frame-rate one in front of the ConvTranspose
     assert [n.op_type for n in nodes_of(rewritten)].count("MatMul") == 6
+    assert all(batch % mf.SHARED_BY == 0 for batch in _products_batches(rewritten))
     for frames in (1, 3, 50, 129):
         feeds = upsampling_feeds(model, frames)
         (expected,) = run(model, feeds)
         (got,) = run(rewritten, feeds)
         assert got.shape == expected.shape
         assert np.abs(got - expected).max() <= 1e-5 * np.abs(expected).max()
+
+
+def test_output_channels_split_into_the_fewest_groups_that_fill_the_threads() -> None:
+    """onnxruntime runs a batch at least as large as its threads one product per thread: F(4, 3)'s
+    6 products on a Pi's 4 threads in 2 groups of channels (12), F(4, 7)'s 11 in 4 (44), F(4, 5)'s
+    8 as they are; channels that do not divide, one group."""
+    assert mf.product_groups(6, 64) == 2
+    assert mf.product_groups(11, 128) == 4
+    assert mf.product_groups(17, 256) == 4
+    assert mf.product_groups(8, 192) == 1
+    assert mf.product_groups(11, 66) == 1
 
 
 def test_feed_forward_convolutions_padded_by_a_pad_of_their_own() -> None:

@@ -27,23 +27,24 @@ Python threads did outside onnxruntime; per thread. Waiting: with several thread
 calling thread waits for its pool in loops that hold an A64 YIELD / WFE / ISB hint, which the
 plugin counts apart; how long it waits there depends on how this machine schedules the emulated
 threads, not on the A72, so the critical path leaves waits out: per onnxruntime run the busiest
-thread's work, plus the work outside onnxruntime. Instruction counts do not depend on how busy
-this machine is (waits aside); they are not cycles (caches, memory and the A72's issue rate are
-not modelled), so a Pi figure is predicted by calibration: hayakoe speaks at 0.3x real time on
-a Pi 4B (four threads), and Yomiage is predicted from the two engines' busiest threads, and
-from their critical paths, per audio second. Emulation is slow: ~180 M guest instructions a
-second on an idle core for Python and numpy, fewer for convolutions and on a busy box, while a
-full-size voice costs 12-16 G instructions per audio second (issue 54): choose small --texts
-for the full bundle. Written to ``--out``: a72.json (everything, per run), a72.md (the
-tables) and each run's folder (its spec, the plugin's counts, the guest's marks);
-``--report-only`` reports them again, runs stopped early with the texts they finished.
-``--engines yomiage-parts`` counts Yomiage with each voice's front and decoder run as consecutive
-parts, one session each (guest.YomiageInParts): the front as text encoder, durations and flow,
-the decoder by channel width; a little more work than the whole graphs. ``--repeats N`` counts
-each engine and thread count N times; ``--prepared`` skips the preparation (minutes at full
-size) where the caches hold it already.
-Needs root (scripts/chroot) and ``scripts/setup`` (the plugin, hayakoe's wheels, .arm64).
-"""
+thread's work, plus the work outside onnxruntime. Which thread takes which part of a parallel
+loop follows that scheduling too: a stage's critical path moved by up to 8 % between loaded runs
+of the same graphs (docs/PERFORMANCE.md, stop 61), so compare levers within one run. Instruction
+counts do not depend on how busy this machine is otherwise; they are not cycles (caches, memory
+and the A72's issue rate are not modelled), so a Pi figure is predicted by calibration: hayakoe
+speaks at 0.3x real time on a Pi 4B (four threads), and Yomiage is predicted from the two
+engines' busiest threads, and from their critical paths, per audio second. Emulation is slow:
+~180 M guest instructions a second on an idle core for Python and numpy, fewer for convolutions
+and on a busy box, while a full-size voice costs 12-16 G instructions per audio second (issue
+54): choose small --texts for the full bundle. Written to ``--out``: a72.json (everything, per
+run), a72.md (the tables) and each run's folder (its spec, the plugin's counts, the guest's
+marks); ``--report-only`` reports them again, runs stopped early with the texts they finished.
+``--engines yomiage-parts`` counts Yomiage with each voice's front and decoder run as
+consecutive parts, one session each (guest.YomiageInParts): the front as text encoder, durations
+and flow, the decoder by channel width; a little more work than the whole graphs. ``--repeats
+N`` counts each engine and thread count N times; ``--prepared`` skips the preparation (minutes
+at full size) where the caches hold it already. Needs root (scripts/chroot) and
+``scripts/setup`` (the plugin, hayakoe's wheels, .arm64)."""
 
 from __future__ import annotations
 

@@ -13,9 +13,8 @@ over its threads and nothing moves single floats: the input transform is one con
 giving ``V[N, n, C, tiles d]``; the products one batched MatMul ``U[n, O, C] @ V`` (U =
 G W, worked out once from the weights in float64; its batch a multiple of 4, below); the
 output transform one ConvTranspose over the image ``[O tiles(, d)]`` whose stride of ``m`` rows
-puts every tile's outputs in sample order. What stays on one thread: the Pad to
-whole rows (d > 1), the ConvTranspose's placing and the final Slice, each one pass over the
-samples.
+puts every tile's outputs in sample order. What stays on one thread: the Pad to whole rows
+(d > 1), the ConvTranspose's placing and the final Slice, each one pass over the samples.
 
 onnxruntime (MLAS) runs a batched product as one product per thread when the batch holds at
 least as many as there are threads: the ``n`` products of F(4, 3) (6) on a Pi's 4 threads would

@@ -41,10 +41,10 @@ run), a72.md (the tables) and each run's folder (its spec, the plugin's counts, 
 marks); ``--report-only`` reports them again, runs stopped early with the texts they finished.
 ``--engines yomiage-parts`` counts Yomiage with each voice's front and decoder run as
 consecutive parts, one session each (guest.YomiageInParts): the front as text encoder, durations
-and flow, the decoder by channel width; a little more work than the whole graphs. ``--repeats
-N`` counts each engine and thread count N times; ``--prepared`` skips the preparation (minutes
-at full size) where the caches hold it already. Needs root (scripts/chroot) and
-``scripts/setup`` (the plugin, hayakoe's wheels, .arm64)."""
+and flow, the decoder by channel width; a little more work than the whole graphs.
+``--repeats N`` counts each engine and thread count N times; ``--prepared`` skips the
+preparation (minutes at full size) where the caches hold it already. Needs root (scripts/chroot)
+and ``scripts/setup`` (the plugin, hayakoe's wheels, .arm64)."""
 
 from __future__ import annotations
 

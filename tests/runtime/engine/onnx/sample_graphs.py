@@ -115,7 +115,7 @@ def upsampling_stack(
 
 
 def upsampling_feeds(model: bytes, frames: int) -> dict[str, NDArray[np.float32]]:
-    graph = wire.Graph.parse(wire.as_message(wire.model_graph(memoryview(model))[1].value))
+    graph = graph_of(model)
     first = next(iter(graph.nodes.values()))
     channels = graph.initializers[first.inputs[1]].dims[1]
     rank = len(graph.initializers[first.inputs[1]].dims)
@@ -136,6 +136,11 @@ def residual_feeds(frames: int) -> dict[str, NDArray[np.float32]]:
     mask = np.ones((1, 1, 2 * frames), dtype=np.float32)
     mask[..., frames:] = 0
     return {"x": rng.standard_normal((1, CHANNELS, frames)).astype(np.float32), "mask": mask}
+
+
+def graph_of(model: bytes | memoryview) -> wire.Graph:
+    _, graph = wire.model_graph(memoryview(model))
+    return wire.Graph.parse(wire.as_message(graph.value))
 
 
 def nodes_of(model: bytes) -> list[wire.Node]:

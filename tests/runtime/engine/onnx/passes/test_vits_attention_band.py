@@ -16,7 +16,7 @@ from custom_components.yomiage.engine.onnx.passes.vits_attention_band import ban
 from custom_components.yomiage.engine.onnx.sessions import SessionFactory
 
 from ....voice_files import DIALECTS, SBV2_SPEAKER, SPEAKER_DIR
-from ..sample_graphs import TOLERANCE, synthesizer_feeds
+from ..sample_graphs import TOLERANCE, graph_of, synthesizer_feeds
 
 HAYAKOE = DIALECTS / "hayakoe" / SPEAKER_DIR
 # The graphs Style-Bert-VITS2's lineage writes: every attention layer's relative terms padded.
@@ -26,11 +26,6 @@ PADDED = {
     "converter": SBV2_SPEAKER / "synthesizer.onnx",
     "aivmx": DIALECTS / "tiny-a.aivmx",
 }
-
-
-def graph_of(model: bytes | memoryview) -> wire.Graph:
-    _, graph = wire.model_graph(memoryview(model))
-    return wire.Graph.parse(wire.as_message(graph.value))
 
 
 def banded(source: Path) -> bytes:

@@ -11,13 +11,12 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from custom_components.yomiage.engine.onnx import wire
 from custom_components.yomiage.engine.onnx.passes import vits_conv_lift
 from custom_components.yomiage.engine.onnx.passes import vits_minimal_filtering as mf
 
 from ... import trained_voice
 from ..onnx_build import ModelBuilder, conv_attributes
-from ..sample_graphs import nodes_of, run, upsampling_feeds, upsampling_stack
+from ..sample_graphs import graph_of, nodes_of, run, upsampling_feeds, upsampling_stack
 
 WIDE = mf.MIN_CHANNELS
 
@@ -46,7 +45,7 @@ def _rewritten(model: bytes) -> bytes:
 def _products_batches(model: bytes) -> list[int]:
     """How many products each rewritten convolution's batched MatMul holds: its weights'
     leading axes (the points, the groups of output channels)."""
-    graph = wire.Graph.parse(wire.as_message(wire.model_graph(memoryview(model))[1].value))
+    graph = graph_of(model)
     weights = [
         graph.initializers[node.inputs[0]].dims
         for node in graph.nodes.values()

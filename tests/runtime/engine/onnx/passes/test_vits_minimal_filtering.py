@@ -82,13 +82,13 @@ def test_wide_convolutions_give_their_outputs_for_every_length(rank: int) -> Non
 
 def test_output_channels_split_into_the_fewest_groups_that_fill_the_threads() -> None:
     """onnxruntime runs a batch at least as large as its threads one product per thread: F(4, 3)'s
-    6 products on a Pi's 4 threads in 2 groups of channels (12), F(4, 7)'s 11 in 4 (44), F(4, 5)'s
-    8 as they are; channels that do not divide, one group."""
+    6 products on a Pi's 4 threads in 2 groups of channels (12), kernel 7's 17 in 4 (68), kernel
+    11's 26 in 2 (52), F(4, 5)'s 8 as they are; channels that do not divide, one group."""
     assert mf.product_groups(6, 64) == 2
-    assert mf.product_groups(11, 128) == 4
-    assert mf.product_groups(17, 256) == 4
+    assert mf.product_groups(17, 128) == 4
+    assert mf.product_groups(26, 256) == 2
     assert mf.product_groups(8, 192) == 1
-    assert mf.product_groups(11, 66) == 1
+    assert mf.product_groups(17, 66) == 1
 
 
 def test_feed_forward_convolutions_padded_by_a_pad_of_their_own() -> None:

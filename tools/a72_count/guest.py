@@ -321,16 +321,13 @@ def front_labels(graph: Any, positions: list[int]) -> list[str]:
 
 def decoder_labels(graph: Any, positions: list[int]) -> list[str]:
     """The decoder by channel width: a new part at each upsampling, named by its output
-    channels (before the first: frame rate). Minimal filtering's output transforms are strided
-    ConvTransposes too: they stay in their stage."""
+    channels (before the first: frame rate)."""
     from yomiage_engine.onnx.decoder_graph import is_upsampling
-    from yomiage_engine.onnx.graph_edit import made_by
-    from yomiage_engine.onnx.passes.vits_minimal_filtering import SCOPE
 
     labels, current = [], "decoder, frame rate"
     for position in positions:
         node = graph.nodes[position]
-        if is_upsampling(node) and not made_by(node.name, SCOPE):
+        if is_upsampling(node):
             current = f"decoder, {graph.initializers[node.inputs[1]].dims[1]} ch"
         labels.append(current)
     return labels

@@ -309,11 +309,6 @@ def edit_model(
     return EditedModel(model_fields, graph_field, opset, graph, GraphEdit(graph, scope))
 
 
-def made_by(name: str, scope: str) -> bool:
-    """Whether ``name`` (a node's, a tensor's) was made by an edit under ``scope``."""
-    return name.startswith(_scope_prefix(scope))
-
-
 def _scope_prefix(scope: str) -> str:
     return f"yomiage/{scope}/"
 

@@ -6,15 +6,17 @@ Raspberry Pi runs: its convolutions are im2col + SGEMM).
 A convolution of kernel ``r`` and dilation ``d`` computes ``m`` outputs ``d`` apart from
 ``m + r - 1`` inputs ``d`` apart with ``n`` products per pair of channels instead of ``m * r``
 (``n = m + r - 1`` for one F(m, r); a kernel in parts takes the sum of its parts'), after a
-transform of the input and before one of the output that are sums of a few terms. The channels
-are a spatial axis of one image, so that each step is one operation that onnxruntime shares
-over its threads and nothing moves single floats: the input transform is one convolution over
-``[N, 1, C, rows(, d)]`` (rows of ``d`` samples; kernel ``m + r - 1`` rows, stride ``m``)
-giving ``V[N, n, C, tiles d]``; the products one batched MatMul ``U[n, O, C] @ V`` (U =
-G W, worked out once from the weights in float64; its batch a multiple of 4, below); the
-output transform one ConvTranspose over the image ``[O tiles(, d)]`` whose stride of ``m`` rows
-puts every tile's outputs in sample order. What stays on one thread: the Pad to whole rows
-(d > 1), the ConvTranspose's placing and the final Slice, each one pass over the samples.
+transform of the input and before one of the output that are sums of a few terms. The samples
+are rows of channels (``[N, 1, T, C]``: the Transposes at a convolution's ends, which onnxruntime
+cancels between two rewritten ones, the residual sums included), so that each step is one
+operation that onnxruntime shares over its threads and what is copied moves a row of channels,
+not single floats: the input transform is one convolution over the image ``[N, 1, rows, d C]``
+(rows of ``d`` samples; kernel ``m + r - 1`` rows, stride ``m``) giving ``V[N, n, Q, d C]``; the
+products one batched MatMul ``V[n, Q d, C] @ U[n, C, O]`` (U = G W, worked out once from the
+weights in float64; its batch a multiple of 4, below); the output transform one MatMul ``AT @ M``
+giving ``[m, Q, d, O]``, which a Transpose puts in sample order a row of channels at a time. What
+stays on one thread: the Transposes where a run of rewritten convolutions starts and ends, the
+Pad to whole rows (d > 1), that Transpose and the final Slice, each one copy of whole rows.
 
 onnxruntime (MLAS) runs a batched product as one product per thread when the batch holds at
 least as many as there are threads: the ``n`` products of F(4, 3) (6) on a Pi's 4 threads would
@@ -168,6 +170,7 @@ def minimal_filtering(model: memoryview, min_channels: int = MIN_CHANNELS) -> Ch
         return None
     framed = _after_durations(graph)
     changed = False
+    rewritten: dict[str, int] = {}
     for position, node in graph.nodes.items():
         if framed is not None and position not in framed:
             continue
@@ -177,8 +180,81 @@ def minimal_filtering(model: memoryview, min_channels: int = MIN_CHANNELS) -> Ch
         nodes = edit.nodes()
         conv.write(nodes, edit)
         edit.replace(position, nodes)
+        rewritten[conv.node.outputs[0]] = conv.rank
         changed = True
+    if changed:
+        _sums_on_rows(graph, edit, rewritten)
     return edited.encode() if changed else None
+
+
+def _sums_on_rows(graph: Graph, edit: GraphEdit, rewritten: dict[str, int]) -> None:
+    """Each sum of a rewritten convolution's output and another tensor of its rank (a
+    residual, another convolution's output) done on rows as well, between a Transpose of each
+    term and one back: onnxruntime's transpose optimiser cancels these against the
+    convolutions' own, so that a decoder stage's residual stream stays on rows from its first
+    convolution to its last and only the stage's ends move single floats."""
+    ranks = _Ranks(graph, rewritten)
+    for position, node in graph.nodes.items():
+        if node.op_type != "Add" or len(node.inputs) != 2 or node.domain not in ("", "ai.onnx"):
+            continue
+        rank = next((rewritten[name] for name in node.inputs if name in rewritten), None)
+        if rank is None or any(ranks.of(name) != rank for name in node.inputs):
+            continue
+        nodes = edit.nodes()
+        terms = [nodes.add("Transpose", [name], _perm(_rows_first(rank))) for name in node.inputs]
+        total = nodes.add("Add", terms)
+        nodes.add("Transpose", [total], _perm(_channels_first(rank)), outputs=node.outputs[:1])
+        edit.replace(position, nodes)
+
+
+class _Ranks:
+    """Tensors' ranks where the graph declares them or its operators fix them: initializers,
+    convolutions' outputs (their weights'), element-wise operators' (their inputs' largest)."""
+
+    ELEMENT_WISE = frozenset({"Add", "Sub", "Mul", "Div", "LeakyRelu", "Relu", "Tanh", "Pad"})
+
+    def __init__(self, graph: Graph, rewritten: dict[str, int]) -> None:
+        self.graph = graph
+        self.producers = graph.producers()
+        self.known: dict[str, int | None] = dict(rewritten)
+
+    def of(self, name: str) -> int | None:
+        if name not in self.known:
+            self.known[name] = self._found(name)
+        return self.known[name]
+
+    def _found(self, name: str) -> int | None:
+        graph = self.graph
+        for declared in (graph.value_infos, graph.inputs, graph.outputs):
+            if declared.get(name) is not None:
+                return declared[name]
+        if name in graph.initializers:
+            return len(graph.initializers[name].dims)
+        position = self.producers.get(name)
+        if position is None:
+            return None
+        node = graph.nodes[position]
+        if node.op_type in ("Conv", "ConvTranspose") and node.inputs[1] in graph.initializers:
+            return len(graph.initializers[node.inputs[1]].dims)
+        if node.op_type not in self.ELEMENT_WISE:
+            return None
+        sources = node.inputs[:1] if node.op_type == "Pad" else node.inputs[:2]
+        ranks = [self.of(source) for source in sources]
+        known = [rank for rank in ranks if rank is not None]
+        return max(known) if known and len(known) == len(ranks) else None
+
+
+def _rows_first(rank: int) -> list[int]:
+    """[N, C, T] -> [N, T, C]; [N, C, 1, T] -> [N, 1, T, C]."""
+    return [0, 2, 3, 1] if rank == 4 else [0, 2, 1]
+
+
+def _channels_first(rank: int) -> list[int]:
+    return [0, 3, 1, 2] if rank == 4 else [0, 2, 1]
+
+
+def _perm(axes: list[int]) -> bytes:
+    return wire.ints_attribute("perm", axes)
 
 
 def _after_durations(graph: Graph) -> set[int] | None:
@@ -246,71 +322,70 @@ class _Conv:
 
     def write(self, nodes: NewNodes, edit: GraphEdit) -> None:
         """The nodes that compute the convolution's output (under its own output name), with
-        the channels as a spatial axis of one image, so that every step is one threaded
-        convolution or product and the samples land in order (module docstring)."""
+        the samples on rows and the channels along them, so that every step is one threaded
+        convolution or product and the tiles' outputs are placed a row of channels at a time
+        (module docstring)."""
         out_channels, in_channels, r = self.weight.shape
         m, f = tile_transforms(r)
         n, window, d = f.output.shape[1], m + r - 1, self.dilation
         groups = product_groups(n, out_channels)
-        products = np.einsum("lk,ock->loc", f.kernel, self.weight.astype(np.float64))
-        # Rows of d samples on a trailing axis where d > 1; with d = 1 the transforms are 1-D
-        # (a trailing axis of one sample makes onnxruntime's small convolutions much slower).
-        unit = [1] if d > 1 else []
-        phases = [d] if d > 1 else []
+        width = out_channels // groups
+        products = np.einsum("lk,ock->lco", f.kernel, self.weight.astype(np.float64))
         name = self.node.outputs[0]
         u = _float_initializer(
             edit,
             f"{name}/products",
-            products.reshape(n, groups, out_channels // groups, in_channels),
+            products.reshape(n, in_channels, groups, width).transpose(0, 2, 1, 3),
         )
-        bt = _float_initializer(
-            edit, f"{name}/input_transform", f.input.reshape(n, 1, 1, window, *unit)
-        )
-        at = _float_initializer(
-            edit, f"{name}/output_transform", f.output.T.reshape(n, 1, m, *unit)
-        )
+        bt = _float_initializer(edit, f"{name}/input_transform", f.input.reshape(n, 1, window, 1))
+        at = _float_initializer(edit, f"{name}/output_transform", f.output)
         ints = edit.ints
         x = self.node.inputs[0]
-        length = nodes.add("Gather", [nodes.add("Shape", [x]), ints([-1])])
+        # [N, 1, T, C] (rank 4) or [N, T, C]: a row of channels per sample. The Transpose back
+        # at the end is this one's inverse: onnxruntime cancels the pair between two rewritten
+        # convolutions (through the element-wise operators between them).
+        x = nodes.add("Transpose", [x], _perm(_rows_first(self.rank)))
+        # Its length read after the Transpose: what onnxruntime keeps once the pairs cancel.
+        length = nodes.add("Gather", [nodes.add("Shape", [x]), ints([-2])])
         if d > 1:  # T samples padded to whole rows of d
             rows = nodes.add("Div", [nodes.add("Add", [length, ints([d - 1])]), ints([d])])
             right = nodes.add("Sub", [nodes.add("Mul", [rows, ints([d])]), length])
             pads = nodes.add(
                 "Concat",
-                [ints([0] * (2 * self.rank - 1)), right],
+                [ints([0] * (2 * self.rank - 2)), right, ints([0])],
                 wire.int_attribute("axis", 0),
             )
             x = nodes.add("Pad", [x, pads])
-        # [N, 1, C, rows(, d)]: tile q of every channel reads rows q m - lead .. q m - lead +
-        # window - 1; padded so that the last tile is the last that holds an output row.
-        grid = nodes.add("Reshape", [x, ints([0, 1, in_channels, -1, *phases])])
+        # [N, 1, rows, d C]: tile q reads rows q m - lead .. q m - lead + window - 1 (each d
+        # samples of every channel); padded so that the last tile is the last that holds an
+        # output row. -> V [N, n, Q, d C]
+        grid = nodes.add("Reshape", [x, ints([0, 1, -1, d * in_channels])])
         lead = self.left_pad // d
-        zeros = [0] * len(unit)
         v = nodes.add(
             "Conv",
             [grid, bt],
-            wire.ints_attribute("kernel_shape", [1, window, *unit]),
-            wire.ints_attribute("strides", [1, m, *unit]),
-            wire.ints_attribute("pads", [0, lead, *zeros, 0, window - 1 - lead, *zeros]),
+            wire.ints_attribute("kernel_shape", [window, 1]),
+            wire.ints_attribute("strides", [m, 1]),
+            wire.ints_attribute("pads", [lead, 0, window - 1 - lead, 0]),
         )
-        # [N, n, C, Q(, d)] -> the products [N, n, groups, O / groups, Q d] (the batch a
-        # multiple of 4) -> y = AT M as a ConvTranspose over the image [O Q(, d)], whose
-        # stride puts each tile's m rows in place.
-        v = nodes.add("Reshape", [v, ints([0, n, 1, in_channels, -1])])
-        product = nodes.add("MatMul", [u, v])
-        product = nodes.add("Reshape", [product, ints([0, n, -1, *phases])])
-        audio = nodes.add(
-            "ConvTranspose",
-            [product, at],
-            wire.ints_attribute("kernel_shape", [m, *unit]),
-            wire.ints_attribute("strides", [m, *unit]),
-        )
-        audio = nodes.add("Reshape", [audio, ints([0, out_channels, *[1] * (self.rank - 3), -1])])
-        bias = self.node.inputs[2] if len(self.node.inputs) > 2 and self.node.inputs[2] else None
-        last = [] if bias is not None else [name]
+        # The products [N, n, groups, Q d, O / groups] (the batch a multiple of 4), then y = AT
+        # M: [N, m, groups, Q, d, O / groups], the tiles' m rows put in sample order by a
+        # Transpose that moves rows of O / groups channels.
+        v = nodes.add("Reshape", [v, ints([0, n, 1, -1, in_channels])])
+        product = nodes.add("MatMul", [v, u])
+        product = nodes.add("Reshape", [product, ints([0, n, -1])])
+        audio = nodes.add("MatMul", [at, product])
+        audio = nodes.add("Reshape", [audio, ints([0, m, groups, -1, d, width])])
+        audio = nodes.add("Transpose", [audio], _perm([0, 3, 1, 4, 2, 5]))
+        sample_axis = self.rank - 2
+        samples = [0, 1, -1, out_channels] if self.rank == 4 else [0, -1, out_channels]
+        audio = nodes.add("Reshape", [audio, ints(samples)])
         # Hayakoe's exporter pads in a Pad of its own: its convolutions' outputs are shorter.
         end = nodes.add("Sub", [length, ints([self.shorter])]) if self.shorter else length
-        audio = nodes.add("Slice", [audio, ints([0]), end, ints([-1])], outputs=last)
+        audio = nodes.add("Slice", [audio, ints([0]), end, ints([sample_axis])])
+        bias = self.node.inputs[2] if len(self.node.inputs) > 2 and self.node.inputs[2] else None
+        last = [] if bias is not None else [name]
+        audio = nodes.add("Transpose", [audio], _perm(_channels_first(self.rank)), outputs=last)
         if bias is not None:
             column = ints([out_channels] + [1] * (self.rank - 2))
             nodes.add("Add", [audio, nodes.add("Reshape", [bias, column])], outputs=[name])

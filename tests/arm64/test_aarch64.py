@@ -85,7 +85,8 @@ def test_a_wide_decoder_stage_prepared_on_arm64_computes_the_published_one() -> 
     )
     with np.load(io.BytesIO(prepared.stdout)) as result:
         output, ops = result["output"], json.loads(str(result["ops"]))
-    # each in minimal filtering form, and the frame-rate one in front of the ConvTranspose
-    assert ops.count("MatMul") == len(convolutions) + 1
+    # each in minimal filtering form (its products and its output transform, two MatMuls), and
+    # the frame-rate one in front of the ConvTranspose
+    assert ops.count("MatMul") == 2 * (len(convolutions) + 1)
     assert output.shape == expected.shape
     assert np.abs(output - expected).max() <= TOLERANCE * np.abs(expected).max()

@@ -14,9 +14,10 @@ not single floats: the input transform is one convolution over the image ``[N, 1
 (rows of ``d`` samples; kernel ``m + r - 1`` rows, stride ``m``) giving ``V[N, n, Q, d C]``; the
 products one batched MatMul ``V[n, Q d, C] @ U[n, C, O]`` (U = G W, worked out once from the
 weights in float64; its batch a multiple of 4, below); the output transform one MatMul ``AT @ M``
-giving ``[m, Q, d, O]``, which a Transpose puts in sample order a row of channels at a time. What
-stays on one thread: the Transposes where a run of rewritten convolutions starts and ends, the
-Pad to whole rows (d > 1), that Transpose and the final Slice, each one copy of whole rows.
+giving ``[m, groups, Q, d, O / groups]``, which a Transpose puts in sample order ``O / groups``
+floats at a time. What stays on one thread: the Transposes where a run of rewritten convolutions
+starts and ends, the Pad to whole rows (d > 1), that Transpose and the final Slice, each one copy
+of rows of floats.
 
 onnxruntime (MLAS) runs a batched product as one product per thread when the batch holds at
 least as many as there are threads: the ``n`` products of F(4, 3) (6) on a Pi's 4 threads would
@@ -209,9 +210,10 @@ def _sums_on_rows(graph: Graph, edit: GraphEdit, rewritten: dict[str, int]) -> N
 
 class _Ranks:
     """Tensors' ranks where the graph declares them or its operators fix them: initializers,
-    convolutions' outputs (their weights'), element-wise operators' (their inputs' largest)."""
+    convolutions' outputs (their weights'), the outputs of operators that keep their inputs'
+    rank (element-wise ones: their inputs' largest; Pad: its input's)."""
 
-    ELEMENT_WISE = frozenset({"Add", "Sub", "Mul", "Div", "LeakyRelu", "Relu", "Tanh", "Pad"})
+    KEEP_RANK = frozenset({"Add", "Sub", "Mul", "Div", "LeakyRelu", "Relu", "Tanh", "Pad"})
 
     def __init__(self, graph: Graph, rewritten: dict[str, int]) -> None:
         self.graph = graph
@@ -236,7 +238,7 @@ class _Ranks:
         node = graph.nodes[position]
         if node.op_type in ("Conv", "ConvTranspose") and node.inputs[1] in graph.initializers:
             return len(graph.initializers[node.inputs[1]].dims)
-        if node.op_type not in self.ELEMENT_WISE:
+        if node.op_type not in self.KEEP_RANK:
             return None
         sources = node.inputs[:1] if node.op_type == "Pad" else node.inputs[:2]
         ranks = [self.of(source) for source in sources]

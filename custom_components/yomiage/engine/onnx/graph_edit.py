@@ -17,7 +17,7 @@ import heapq
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, Self, TypeVar
 
 from . import wire
 from .wire import Chunks, Graph, Node, Tensor
@@ -311,6 +311,45 @@ def edit_model(
 
 def _scope_prefix(scope: str) -> str:
     return f"yomiage/{scope}/"
+
+
+CONVOLUTIONS = frozenset({"Conv", "ConvTranspose"})
+ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "LeakyRelu", "Relu", "Tanh", "Sigmoid"})
+
+
+@dataclass
+class RankedGraph(Graph):
+    """A graph and its tensors' ranks where they can be told: declared, initializers, and
+    through constants, convolutions (their weights') and element-wise operators (their inputs'
+    largest), nodes taken in topological order."""
+
+    ranks: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, payload: memoryview) -> Self:
+        graph = super().parse(payload)
+        for name, tensor in graph.initializers.items():
+            graph.ranks[name] = len(tensor.dims)
+        for declared in (graph.inputs, graph.outputs, graph.value_infos):
+            for name, rank in declared.items():
+                if rank is not None:
+                    graph.ranks.setdefault(name, rank)
+        for node in graph.nodes.values():
+            graph._infer_rank(node)
+        return graph
+
+    def _infer_rank(self, node: Node) -> None:
+        rank: int | None = None
+        if node.op_type == "Constant":
+            value = node.attribute("value")
+            rank = len(value.tensor.dims) if value and value.tensor else None
+        elif node.op_type in CONVOLUTIONS and len(node.inputs) > 1:
+            rank = self.ranks.get(node.inputs[1])
+        elif node.op_type in ELEMENTWISE:
+            known = [self.ranks.get(name) for name in node.inputs if name]
+            rank = max(known) if known and None not in known else None  # type: ignore[type-var]
+        if rank is not None and node.outputs:
+            self.ranks.setdefault(node.outputs[0], rank)
 
 
 def is_zero_pad(node: Node, graph: Graph, producers: dict[str, int]) -> bool:

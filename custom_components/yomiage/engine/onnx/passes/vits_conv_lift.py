@@ -39,7 +39,15 @@ from typing import Self
 
 from .. import wire
 from ..decoder_graph import is_upsampling
-from ..graph_edit import GraphEdit, NewNodes, edit_model, is_zero_pad
+from ..graph_edit import (
+    CONVOLUTIONS,
+    ELEMENTWISE,
+    GraphEdit,
+    NewNodes,
+    RankedGraph,
+    edit_model,
+    is_zero_pad,
+)
 from ..wire import Chunks, Node, Tensor
 
 SCOPE = "conv_lift"
@@ -47,8 +55,6 @@ SCOPE = "conv_lift"
 # [C, 1, T] convolution between threads by blocks of channels, so a 16- or 32-channel one runs on
 # one thread, while the 1-D GEMM splits along time (docs/PERFORMANCE.md).
 DEFAULT_MIN_CHANNELS = 64
-CONVOLUTIONS = frozenset({"Conv", "ConvTranspose"})
-ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "LeakyRelu", "Relu", "Tanh", "Sigmoid"})
 # onnxruntime's blocked layout takes channel counts that fill its blocks (8 floats on AVX2 and
 # NEON, 16 on AVX-512).
 BLOCKED_CHANNELS_MULTIPLE = 16
@@ -107,40 +113,17 @@ def lift_convolutions(
 
 # -- what the graph holds ------------------------------------------------------------------------
 @dataclass
-class _Graph(wire.Graph):
-    """The graph and what the rewrite tells from it: tensor ranks where they can be told (nodes
-    come in topological order), and the names subgraphs read."""
+class _Graph(RankedGraph):
+    """The graph, its tensors' ranks (RankedGraph), and the names subgraphs read."""
 
-    ranks: dict[str, int] = field(default_factory=dict)
     in_subgraphs: set[str] = field(default_factory=set)
 
     @classmethod
     def parse(cls, payload: memoryview) -> Self:
         graph = super().parse(payload)
-        for name, tensor in graph.initializers.items():
-            graph.ranks[name] = len(tensor.dims)
-        for declared in (graph.inputs, graph.outputs, graph.value_infos):
-            for name, rank in declared.items():
-                if rank is not None:
-                    graph.ranks.setdefault(name, rank)
         for node in graph.nodes.values():
-            graph._infer_rank(node)
             graph.in_subgraphs.update(wire.subgraph_reads(node))
         return graph
-
-    def _infer_rank(self, node: Node) -> None:
-        """Ranks through the ops the rewrite cares about (nodes come in topological order)."""
-        rank: int | None = None
-        if node.op_type == "Constant":
-            value = node.attribute("value")
-            rank = len(value.tensor.dims) if value and value.tensor else None
-        elif node.op_type in CONVOLUTIONS and len(node.inputs) > 1:
-            rank = self.ranks.get(node.inputs[1])
-        elif node.op_type in ELEMENTWISE:
-            known = [self.ranks.get(name) for name in node.inputs if name]
-            rank = max(known) if known and None not in known else None  # type: ignore[type-var]
-        if rank is not None and node.outputs:
-            self.ranks.setdefault(node.outputs[0], rank)
 
 
 # -- which nodes move to rank 4 --------------------------------------------------------------

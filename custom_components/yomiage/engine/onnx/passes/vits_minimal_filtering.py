@@ -42,7 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import wire
-from ..graph_edit import GraphEdit, NewNodes, edit_model
+from ..graph_edit import GraphEdit, NewNodes, RankedGraph, edit_model
 from ..wire import Chunks, Graph, Node
 
 SCOPE = "minimal_filtering"
@@ -165,13 +165,12 @@ def minimal_filtering(model: memoryview, min_channels: int = MIN_CHANNELS) -> Ch
     less than they save, docs/PERFORMANCE.md); None where none qualifies. Those in front of the
     phones' durations stay as published: a duration is rounded up (Ceil), and a sum rounded
     differently could move a phone's last frame."""
-    edited = edit_model(model, SCOPE, Graph.parse)
+    edited = edit_model(model, SCOPE, RankedGraph.parse)
     graph, edit = edited.graph, edited.edit
     if edited.opset < _OPSET:
         return None
     framed = _after_durations(graph)
-    changed = False
-    rewritten: dict[str, int] = {}
+    rewritten: set[str] = set()
     for position, node in graph.nodes.items():
         if framed is not None and position not in framed:
             continue
@@ -181,69 +180,30 @@ def minimal_filtering(model: memoryview, min_channels: int = MIN_CHANNELS) -> Ch
         nodes = edit.nodes()
         conv.write(nodes, edit)
         edit.replace(position, nodes)
-        rewritten[conv.node.outputs[0]] = conv.rank
-        changed = True
-    if changed:
-        _sums_on_rows(graph, edit, rewritten)
-    return edited.encode() if changed else None
+        rewritten.add(conv.node.outputs[0])
+    if not rewritten:
+        return None
+    _sums_on_rows(graph, edit, rewritten)
+    return edited.encode()
 
 
-def _sums_on_rows(graph: Graph, edit: GraphEdit, rewritten: dict[str, int]) -> None:
+def _sums_on_rows(graph: RankedGraph, edit: GraphEdit, rewritten: set[str]) -> None:
     """Each sum of a rewritten convolution's output and another tensor of its rank (a
     residual, another convolution's output) done on rows as well, between a Transpose of each
     term and one back: onnxruntime's transpose optimiser cancels these against the
     convolutions' own, so that a decoder stage's residual stream stays on rows from its first
     convolution to its last and only the stage's ends move single floats."""
-    ranks = _Ranks(graph, rewritten)
     for position, node in graph.nodes.items():
         if node.op_type != "Add" or len(node.inputs) != 2 or node.domain not in ("", "ai.onnx"):
             continue
-        rank = next((rewritten[name] for name in node.inputs if name in rewritten), None)
-        if rank is None or any(ranks.of(name) != rank for name in node.inputs):
+        rank, other = (graph.ranks.get(name) for name in node.inputs)
+        if rewritten.isdisjoint(node.inputs) or rank is None or other != rank:
             continue
         nodes = edit.nodes()
         terms = [nodes.add("Transpose", [name], _perm(_rows_first(rank))) for name in node.inputs]
         total = nodes.add("Add", terms)
         nodes.add("Transpose", [total], _perm(_channels_first(rank)), outputs=node.outputs[:1])
         edit.replace(position, nodes)
-
-
-class _Ranks:
-    """Tensors' ranks where the graph declares them or its operators fix them: initializers,
-    convolutions' outputs (their weights'), the outputs of operators that keep their inputs'
-    rank (element-wise ones: their inputs' largest; Pad: its input's)."""
-
-    KEEP_RANK = frozenset({"Add", "Sub", "Mul", "Div", "LeakyRelu", "Relu", "Tanh", "Pad"})
-
-    def __init__(self, graph: Graph, rewritten: dict[str, int]) -> None:
-        self.graph = graph
-        self.producers = graph.producers()
-        self.known: dict[str, int | None] = dict(rewritten)
-
-    def of(self, name: str) -> int | None:
-        if name not in self.known:
-            self.known[name] = self._found(name)
-        return self.known[name]
-
-    def _found(self, name: str) -> int | None:
-        graph = self.graph
-        for declared in (graph.value_infos, graph.inputs, graph.outputs):
-            if declared.get(name) is not None:
-                return declared[name]
-        if name in graph.initializers:
-            return len(graph.initializers[name].dims)
-        position = self.producers.get(name)
-        if position is None:
-            return None
-        node = graph.nodes[position]
-        if node.op_type in ("Conv", "ConvTranspose") and node.inputs[1] in graph.initializers:
-            return len(graph.initializers[node.inputs[1]].dims)
-        if node.op_type not in self.KEEP_RANK:
-            return None
-        sources = node.inputs[:1] if node.op_type == "Pad" else node.inputs[:2]
-        ranks = [self.of(source) for source in sources]
-        known = [rank for rank in ranks if rank is not None]
-        return max(known) if known and len(known) == len(ranks) else None
 
 
 def _rows_first(rank: int) -> list[int]:

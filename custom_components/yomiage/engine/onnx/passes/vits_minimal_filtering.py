@@ -1,5 +1,5 @@
 """A voice's wide convolutions at frame and audio rate (the flow's feed-forward layers, the
-decoder's 64-, 128- and 256-channel stages) in fewer multiplications: minimal filtering (Winograd's
+decoder's stages from 32 channels) in fewer multiplications: minimal filtering (Winograd's
 F(m, r), built the Toom-Cook way), where onnxruntime has no blocked kernels (the aarch64 wheel a
 Raspberry Pi runs: its convolutions are im2col + SGEMM).
 
@@ -13,17 +13,15 @@ operation that onnxruntime shares over its threads and what is copied moves a ro
 not single floats: the input transform is one convolution over the image ``[N, 1, rows, d C]``
 (rows of ``d`` samples; kernel ``m + r - 1`` rows, stride ``m``) giving ``V[N, n, Q, d C]``; the
 products one batched MatMul ``V[n, Q d, C] @ U[n, C, O]`` (U = G W, worked out once from the
-weights in float64; its batch a multiple of 4, below); the output transform one MatMul ``AT @ M``
-giving ``[m, groups, Q, d, O / groups]``, which a Transpose puts in sample order ``O / groups``
-floats at a time. What stays on one thread: the Transposes where a run of rewritten convolutions
-starts and ends, the Pad to whole rows (d > 1), that Transpose and the final Slice, each one copy
-of rows of floats.
+weights in float64); the output transform one MatMul ``AT @ M`` giving ``[m, Q, d, O]``,
+which a Transpose puts in sample order a row of ``O`` channels at a time. What stays on one
+thread: the Transposes where a run of rewritten convolutions starts and ends, the Pad to whole
+rows (d > 1), that Transpose and the final Slice, each one copy of rows of floats.
 
-onnxruntime (MLAS) runs a batched product as one product per thread when the batch holds at
-least as many as there are threads: the ``n`` products of F(4, 3) (6) on a Pi's 4 threads would
-give two threads twice the work of the others. So the output channels are split into the fewest
-groups that make the batch a multiple of 4 (``product_groups``; 6 x 2), which 1 and 2 threads
-share evenly too.
+MLAS runs a batched product one product per thread when the batch holds at least as many as
+there are threads, so ``n`` products on a Pi's 4 threads are shared unevenly where 4 does not
+divide ``n``; splitting the output channels to fill the threads evenly (stop 61) cost more in
+the placing of shorter rows than it saved once the samples were rows (docs/PERFORMANCE.md).
 
 Exact in arithmetic, not in rounding: the transforms' sums round differently from the direct
 sums. The tiles and points are the ones whose samples stay within 1 LSB of the published graph on
@@ -34,7 +32,6 @@ decoder's, is in docs/PERFORMANCE.md.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -46,27 +43,29 @@ from ..graph_edit import GraphEdit, NewNodes, RankedGraph, edit_model
 from ..wire import Chunks, Graph, Node
 
 SCOPE = "minimal_filtering"
-# Both channel counts at least this: at 32 channels the transforms cost more than the products
+# Both channel counts at least this: at 16 channels the transforms cost more than the products
 # save (A72 count, docs/PERFORMANCE.md).
-MIN_CHANNELS = 64
+MIN_CHANNELS = 32
 Points = tuple[Fraction | int, ...]
 _FIVE: Points = (0, 1, -1, 2, -2)
 _SEVEN: Points = (0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2))
 _EIGHT: Points = (*_SEVEN, Fraction(-1, 4))
+_NINE: Points = (*_EIGHT, Fraction(1, 4))
+_TEN: Points = (*_NINE, 4)
 # kernel -> (outputs per tile m, the kernel's parts in order: (taps, the finite interpolation
 # points of that part's F(m, taps); the last point is infinity)). Kernels 7 and 11 in parts of 4
 # and 3 taps, since one F(m, r) of them needs more points, whose powers round too coarsely (one
-# F(2, 11) was 10x further off); six outputs per tile there (13 % fewer products than four, 5x
-# the rounding of four, still far inside 1 LSB); kernels 3 and 5 keep four (A72 counts and
-# rounding: docs/PERFORMANCE.md).
+# F(2, 11) was 10x further off); eight outputs per tile there (21 and 32 products a tile: 7 %
+# fewer a sample than six), six for kernel 3 (11 % fewer than four), each more rounding, all
+# still within 1 LSB (five times further off than four and six outputs: Piper's trained voice
+# 0.2 LSB at most); kernel 5 (the flow's, at frame rate) keeps four (A72 counts and rounding:
+# docs/PERFORMANCE.md).
 TILES: dict[int, tuple[int, tuple[tuple[int, Points], ...]]] = {
-    3: (4, ((3, _FIVE),)),
+    3: (6, ((3, _SEVEN),)),
     5: (4, ((5, _SEVEN),)),
-    7: (6, ((4, _EIGHT), (3, _SEVEN))),
-    11: (6, ((4, _EIGHT), (4, _EIGHT), (3, _SEVEN))),
+    7: (8, ((4, _TEN), (3, _NINE))),
+    11: (8, ((4, _TEN), (4, _TEN), (3, _NINE))),
 }
-# The threads the products' batch is a multiple of: a Raspberry Pi 4B's (and 5's) four cores.
-SHARED_BY = 4
 _OPSET = 13  # Slice with inputs (10), Pad with inputs (11), integer Div on int64 (7)
 
 
@@ -290,15 +289,9 @@ class _Conv:
         out_channels, in_channels, r = self.weight.shape
         m, f = tile_transforms(r)
         n, window, d = f.output.shape[1], m + r - 1, self.dilation
-        groups = product_groups(n, out_channels)
-        width = out_channels // groups
         products = np.einsum("lk,ock->lco", f.kernel, self.weight.astype(np.float64))
         name = self.node.outputs[0]
-        u = _float_initializer(
-            edit,
-            f"{name}/products",
-            products.reshape(n, in_channels, groups, width).transpose(0, 2, 1, 3),
-        )
+        u = _float_initializer(edit, f"{name}/products", products)
         bt = _float_initializer(edit, f"{name}/input_transform", f.input.reshape(n, 1, window, 1))
         at = _float_initializer(edit, f"{name}/output_transform", f.output)
         ints = edit.ints
@@ -330,15 +323,14 @@ class _Conv:
             wire.ints_attribute("strides", [m, 1]),
             wire.ints_attribute("pads", [lead, 0, window - 1 - lead, 0]),
         )
-        # The products [N, n, groups, Q d, O / groups] (the batch a multiple of 4), then y = AT
-        # M: [N, m, groups, Q, d, O / groups], the tiles' m rows put in sample order by a
-        # Transpose that moves rows of O / groups channels.
-        v = nodes.add("Reshape", [v, ints([0, n, 1, -1, in_channels])])
+        # The products [N, n, Q d, O], then y = AT M: [N, m, Q, d, O], the tiles' m rows put
+        # in sample order by a Transpose that moves rows of O channels.
+        v = nodes.add("Reshape", [v, ints([0, n, -1, in_channels])])
         product = nodes.add("MatMul", [v, u])
         product = nodes.add("Reshape", [product, ints([0, n, -1])])
         audio = nodes.add("MatMul", [at, product])
-        audio = nodes.add("Reshape", [audio, ints([0, m, groups, -1, d, width])])
-        audio = nodes.add("Transpose", [audio], _perm([0, 3, 1, 4, 2, 5]))
+        audio = nodes.add("Reshape", [audio, ints([0, m, -1, d, out_channels])])
+        audio = nodes.add("Transpose", [audio], _perm([0, 2, 1, 3, 4]))
         sample_axis = self.rank - 2
         samples = [0, 1, -1, out_channels] if self.rank == 4 else [0, -1, out_channels]
         audio = nodes.add("Reshape", [audio, ints(samples)])
@@ -351,13 +343,6 @@ class _Conv:
         if bias is not None:
             column = ints([out_channels] + [1] * (self.rank - 2))
             nodes.add("Add", [audio, nodes.add("Reshape", [bias, column])], outputs=[name])
-
-
-def product_groups(points: int, out_channels: int) -> int:
-    """Into how many groups the output channels are split so that ``points`` products times
-    the groups is a multiple of SHARED_BY (1 where the channels do not divide)."""
-    groups = SHARED_BY // math.gcd(points, SHARED_BY)
-    return groups if out_channels % groups == 0 else 1
 
 
 def _float_initializer(edit: GraphEdit, label: str, values: NDArray[np.floating]) -> str:

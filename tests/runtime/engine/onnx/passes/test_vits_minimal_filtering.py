@@ -48,20 +48,20 @@ def _rewritten(model: bytes) -> bytes:
 
 def _products_batches(model: bytes) -> list[int]:
     """How many products each rewritten convolution's batched MatMul holds: its weights'
-    leading axes (the points, the groups of output channels)."""
+    leading axis (the tile's points)."""
     graph = graph_of(model)
     weights = [
         graph.initializers[node.inputs[1]].dims
         for node in graph.nodes.values()
         if node.op_type == "MatMul" and node.inputs[1] in graph.initializers
     ]
-    return [dims[0] * dims[1] for dims in weights]
+    return [dims[0] for dims in weights]
 
 
 @pytest.mark.parametrize("rank", [3, 4])
 def test_wide_convolutions_give_their_outputs_for_every_length(rank: int) -> None:
     """Every kernel of the table, dilations 1 to 5, with and without bias; lengths shorter than
-    a tile, and not a multiple of one; the products' batch shared evenly by 4 threads."""
+    a tile, and not a multiple of one."""
     model = upsampling_stack(
         [
             (WIDE, 3, 1, True),
@@ -73,9 +73,10 @@ def test_wide_convolutions_give_their_outputs_for_every_length(rank: int) -> Non
         rank=rank,
     )
     rewritten = _rewritten(model)
-    # each of them, and the frame-rate one in front of the ConvTranspose
-    assert len(_products_batches(rewritten)) == 6
-    assert all(batch % mf.SHARED_BY == 0 for batch in _products_batches(rewritten))
+    # each of them, and the frame-rate one (kernel 3) in front of the ConvTranspose: a batch of
+    # its tile's points
+    points = {kernel: mf.tile_transforms(kernel)[1].output.shape[1] for kernel in (3, 7, 11)}
+    assert _products_batches(rewritten) == [points[k] for k in (3, 3, 3, 11, 7, 11)]
     for frames in (1, 3, 50, 129):
         feeds = upsampling_feeds(model, frames)
         (expected,) = run(model, feeds)
@@ -154,17 +155,6 @@ def test_a_stage_of_resblocks_keeps_its_samples_on_rows(rank: int) -> None:
         (got,) = run(rewritten, feeds)
         assert got.shape == expected.shape
         assert np.abs(got - expected).max() <= 1e-5 * np.abs(expected).max()
-
-
-def test_output_channels_split_into_the_fewest_groups_that_fill_the_threads() -> None:
-    """onnxruntime runs a batch at least as large as its threads one product per thread: F(4, 3)'s
-    6 products on a Pi's 4 threads in 2 groups of channels (12), kernel 7's 17 in 4 (68), kernel
-    11's 26 in 2 (52), F(4, 5)'s 8 as they are; channels that do not divide, one group."""
-    assert mf.product_groups(6, 64) == 2
-    assert mf.product_groups(17, 128) == 4
-    assert mf.product_groups(26, 256) == 2
-    assert mf.product_groups(8, 192) == 1
-    assert mf.product_groups(17, 66) == 1
 
 
 def test_feed_forward_convolutions_padded_by_a_pad_of_their_own() -> None:

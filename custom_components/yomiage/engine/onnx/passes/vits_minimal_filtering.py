@@ -47,7 +47,6 @@ SCOPE = "minimal_filtering"
 # save (A72 count, docs/PERFORMANCE.md).
 MIN_CHANNELS = 32
 Points = tuple[Fraction | int, ...]
-_FIVE: Points = (0, 1, -1, 2, -2)
 _SEVEN: Points = (0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2))
 _EIGHT: Points = (*_SEVEN, Fraction(-1, 4))
 _NINE: Points = (*_EIGHT, Fraction(1, 4))
@@ -56,10 +55,10 @@ _TEN: Points = (*_NINE, 4)
 # points of that part's F(m, taps); the last point is infinity)). Kernels 7 and 11 in parts of 4
 # and 3 taps, since one F(m, r) of them needs more points, whose powers round too coarsely (one
 # F(2, 11) was 10x further off); eight outputs per tile there (21 and 32 products a tile: 7 %
-# fewer a sample than six), six for kernel 3 (11 % fewer than four), each more rounding, all
-# still within 1 LSB (five times further off than four and six outputs: Piper's trained voice
-# 0.2 LSB at most); kernel 5 (the flow's, at frame rate) keeps four (A72 counts and rounding:
-# docs/PERFORMANCE.md).
+# fewer a sample than six), six for kernel 3 (11 % fewer than four): more rounding, still within
+# 1 LSB (the full-size voices 2.7 times further off than with four and six, Piper's trained
+# voice 0.20 LSB at most); kernel 5 (the flow's, at frame rate) keeps four: six there put
+# Piper's voice up to 1.16 LSB off (A72 counts and rounding: docs/PERFORMANCE.md).
 TILES: dict[int, tuple[int, tuple[tuple[int, Points], ...]]] = {
     3: (6, ((3, _SEVEN),)),
     5: (4, ((5, _SEVEN),)),

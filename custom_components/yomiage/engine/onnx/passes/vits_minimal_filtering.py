@@ -18,10 +18,9 @@ which a Transpose puts in sample order a row of ``O`` channels at a time. What s
 thread: the Transposes where a run of rewritten convolutions starts and ends, the Pad to whole
 rows (d > 1), that Transpose and the final Slice, each one copy of rows of floats.
 
-MLAS runs a batched product one product per thread when the batch holds at least as many as
-there are threads, so ``n`` products on a Pi's 4 threads are shared unevenly where 4 does not
-divide ``n``; splitting the output channels to fill the threads evenly (stop 61) cost more in
-the placing of shorter rows than it saved once the samples were rows (docs/PERFORMANCE.md).
+The products' batch is the tile's ``n`` points. MLAS gives each thread whole products, so a
+Pi's 4 threads share them unevenly where 4 does not divide ``n``; splitting the output channels
+to even that out costs more in placing the shorter rows than it saves (docs/PERFORMANCE.md).
 
 Exact in arithmetic, not in rounding: the transforms' sums round differently from the direct
 sums. The tiles and points are the ones whose samples stay within 1 LSB of the published graph on

@@ -14,9 +14,10 @@ not single floats: the input transform is one convolution over the image ``[N, 1
 (rows of ``d`` samples; kernel ``m + r - 1`` rows, stride ``m``) giving ``V[N, n, Q, d C]``; the
 products one batched MatMul ``V[n, Q d, C] @ U[n, C, O]`` (U = G W, worked out once from the
 weights in float64); the output transform one MatMul ``AT @ M`` giving ``[m, Q, d, O]``,
-which a Transpose puts in sample order a row of ``O`` channels at a time. What stays on one
-thread: the Transposes where a run of rewritten convolutions starts and ends, the Pad to whole
-rows (d > 1), that Transpose and the final Slice, each one copy of rows of floats.
+which a Transpose puts in sample order a row of ``O`` channels at a time (rows that long
+onnxruntime copies on all its threads). What stays on one thread: the Transposes where a run of
+rewritten convolutions starts and ends, the Pad to whole rows (d > 1) and the final Slice, each
+one copy.
 
 The products' batch is the tile's ``n`` points. MLAS gives each thread whole products, so a
 Pi's 4 threads share them unevenly where 4 does not divide ``n``; splitting the output channels

@@ -202,6 +202,7 @@ class YomiageInParts(Yomiage):
         super().__init__(spec)
         import dataclasses
 
+        from yomiage_engine.onnx import wire
         from yomiage_engine.onnx.decoder_graph import read_split
         from yomiage_engine.onnx.machine import Machine
         from yomiage_engine.onnx.passes.registry import GraphKind, prepared_in_memory
@@ -215,9 +216,12 @@ class YomiageInParts(Yomiage):
             if split is None or cut is None:
                 raise SystemExit(f"{source}: no split synthesizer to count in parts")
             halves = {}
+            decoder = wire.Graph.parse(
+                wire.as_message(wire.model_graph(memoryview(b"".join(cut.decoder.parts)))[1].value)
+            )
             for kind, chunks, labels in (
                 (GraphKind.FRONT, cut.front, front_labels),
-                (GraphKind.DECODER, cut.decoder, decoder_labels),
+                (GraphKind.DECODER, cut.decoder, decoder_labels(decoder)),
             ):
                 published = b"".join(bytes(part) for part in chunks.parts)
                 graph = prepared_in_memory(published, kind, machine)
@@ -319,17 +323,27 @@ def front_labels(graph: Any, positions: list[int]) -> list[str]:
     return labels
 
 
-def decoder_labels(graph: Any, positions: list[int]) -> list[str]:
-    """The decoder by channel width: a new part at each upsampling, named by its output
-    channels (before the first: frame rate)."""
+def decoder_labels(published: Any) -> Callable[[Any, list[int]], list[str]]:
+    """The decoder by channel width: a new part at each upsampling of the ``published`` decoder,
+    from the first node that reads its input (its ConvTranspose, or the first of the nodes a
+    pass made of it), named by its output channels (before the first: frame rate)."""
     from yomiage_engine.onnx.decoder_graph import is_upsampling
 
-    labels, current = [], "decoder, frame rate"
-    for position in positions:
-        node = graph.nodes[position]
-        if is_upsampling(node):
-            current = f"decoder, {graph.initializers[node.inputs[1]].dims[1]} ch"
-        labels.append(current)
+    widths = {
+        node.inputs[0]: published.initializers[node.inputs[1]].dims[1]
+        for node in published.nodes.values()
+        if is_upsampling(node)
+    }
+
+    def labels(graph: Any, positions: list[int]) -> list[str]:
+        found, current = [], "decoder, frame rate"
+        for position in positions:
+            width = next((widths[n] for n in graph.nodes[position].inputs if n in widths), None)
+            if width is not None:
+                current = f"decoder, {width} ch"
+            found.append(current)
+        return found
+
     return labels
 
 

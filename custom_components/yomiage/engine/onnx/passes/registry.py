@@ -81,7 +81,7 @@ PASSES: tuple[Pass, ...] = (
     Pass(
         "minimal filtering",
         vits_minimal_filtering.minimal_filtering_for_cpu,
-        7,
+        8,
         frozenset({GraphKind.SYNTHESIZER, GraphKind.FRONT, GraphKind.DECODER}),
         (Dependency.BLOCK,),
     ),

@@ -1,7 +1,8 @@
 """A voice's wide convolutions at frame and audio rate (the flow's feed-forward layers, the
-decoder's stages from 32 channels) in fewer multiplications: minimal filtering (Winograd's
-F(m, r), built the Toom-Cook way), where onnxruntime has no blocked kernels (the aarch64 wheel a
-Raspberry Pi runs: its convolutions are im2col + SGEMM).
+decoder's stages from 32 channels and its upsamplings) in fewer multiplications: minimal
+filtering (Winograd's F(m, r), built the Toom-Cook way), where onnxruntime has no blocked kernels
+(the aarch64 wheel a Raspberry Pi runs: its convolutions are im2col + SGEMM, its
+ConvTransposes SGEMM + a Col2im on one thread).
 
 A convolution of kernel ``r`` and dilation ``d`` computes ``m`` outputs ``d`` apart from
 ``m + r - 1`` inputs ``d`` apart with ``n`` products per pair of channels instead of ``m * r``
@@ -19,6 +20,11 @@ onnxruntime copies on all its threads). What stays on one thread: the Transposes
 rewritten convolutions starts and ends, the Pad to whole rows (d > 1) and the final Slice, each
 one copy.
 
+A ConvTranspose of stride ``s`` and kernel ``r s`` is such a correlation too: each of its ``s``
+phases (output samples ``s u + p``) takes ``r`` of the taps over input rows ``u - r + 1 .. u``,
+so one correlation of kernel ``r`` to ``s O`` channels gives every phase of a sample ``u`` side by
+side, a row of ``s`` samples; what its pads cut off the ends the final Slice leaves out.
+
 The products' batch is the tile's ``n`` points. MLAS gives each thread whole products, so a
 Pi's 4 threads share them unevenly where 4 does not divide ``n``; splitting the output channels
 to even that out costs more in placing the shorter rows than it saves (docs/PERFORMANCE.md).
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -58,9 +65,13 @@ _TEN: Points = (*_NINE, 4)
 # fewer a sample than six), six for kernel 3 (11 % fewer than four): more rounding, still within
 # 1 LSB (the full-size voices 2.7 times further off than with four and six, Piper's trained
 # voice 0.20 LSB at most); kernel 5 (the flow's, at frame rate) keeps four: six there put
-# Piper's voice up to 1.16 LSB off (A72 counts and rounding: docs/PERFORMANCE.md).
+# Piper's voice up to 1.16 LSB off (A72 counts and rounding: docs/PERFORMANCE.md). Kernels 2 and
+# 4 are the upsamplings' (kernel 16 stride 8, kernel 8 stride 2) on seven points: F(8, 4) on ten
+# put the full-size voices ten times further off (0.75 LSB).
 TILES: dict[int, tuple[int, tuple[tuple[int, Points], ...]]] = {
+    2: (7, ((2, _SEVEN),)),
     3: (6, ((3, _SEVEN),)),
+    4: (5, ((4, _SEVEN),)),
     5: (4, ((5, _SEVEN),)),
     7: (8, ((4, _TEN), (3, _NINE))),
     11: (8, ((4, _TEN), (4, _TEN), (3, _NINE))),
@@ -159,10 +170,10 @@ def minimal_filtering_for_cpu(model: memoryview, block: int) -> Chunks | None:
 
 def minimal_filtering(model: memoryview, min_channels: int = MIN_CHANNELS) -> Chunks | None:
     """``model`` with each qualifying convolution at frame or audio rate in minimal filtering
-    form (the flow's feed-forward ones and the decoder's: at frame rate too the transforms cost
-    less than they save, docs/PERFORMANCE.md); None where none qualifies. Those in front of the
-    phones' durations stay as published: a duration is rounded up (Ceil), and a sum rounded
-    differently could move a phone's last frame."""
+    form (the flow's feed-forward ones, the decoder's and its upsamplings: at frame rate too the
+    transforms cost less than they save, docs/PERFORMANCE.md); None where none qualifies.
+    Those in front of the phones' durations stay as published: a duration is rounded up (Ceil),
+    and a sum rounded differently could move a phone's last frame."""
     edited = edit_model(model, SCOPE, RankedGraph.parse)
     graph, edit = edited.graph, edited.edit
     if edited.opset < _OPSET:
@@ -235,57 +246,105 @@ def _after_durations(graph: Graph) -> set[int] | None:
     return found
 
 
+class _SampleAxis(NamedTuple):
+    """A convolution's attributes along its samples (the last axis)."""
+
+    rank: int
+    dilation: int
+    stride: int
+    left_pad: int
+    right_pad: int
+
+
 @dataclass(frozen=True)
 class _Conv:
-    """A convolution this pass rewrites: [N, C, T] or [N, C, 1, T] in, as long or shorter out."""
+    """A convolution this pass rewrites, as a correlation over rows of samples: [N, C, T] or
+    [N, C, 1, T] in; out, the samples ``start`` to ``samples * T + end`` of its rows of
+    ``samples`` samples of ``out_channels`` each (a Conv: one sample a row; a ConvTranspose of
+    stride ``s``: ``s`` a row, its phases side by side)."""
 
     node: Node
-    weight: NDArray[np.float32]  # [O, C, r]
+    weight: NDArray[np.float32]  # [samples * out_channels, C, r], a correlation's taps
     rank: int  # of its input and output
     dilation: int
-    left_pad: int
-    shorter: int  # samples its output has fewer than its input (a valid convolution's r - 1)
+    left_pad: int  # input samples in front, whole rows of ``dilation``
+    extra_rows: int  # output rows beyond its input's (a ConvTranspose's r - 1)
+    samples: int  # output samples a row
+    out_channels: int
+    start: int  # the first output sample kept
+    end: int  # the last one kept is ``samples * T + end - 1``
 
     @classmethod
     def read(cls, node: Node, graph: Graph, min_channels: int) -> _Conv | None:
-        if node.op_type != "Conv" or node.domain not in ("", "ai.onnx") or len(node.inputs) < 2:
+        if node.op_type not in ("Conv", "ConvTranspose") or node.domain not in ("", "ai.onnx"):
             return None
-        tensor = graph.initializers.get(node.inputs[1])
+        tensor = graph.initializers.get(node.inputs[1]) if len(node.inputs) > 1 else None
         data = wire.raw_data(tensor, wire.TENSOR_FLOAT) if tensor is not None else None
         if tensor is None or data is None or len(tensor.dims) not in (3, 4):
             return None
         rank = len(tensor.dims)
-        out_channels, in_channels, *spatial = tensor.dims
+        first, second, *spatial = tensor.dims
         if rank == 4 and spatial[0] != 1:
             return None
-        r = spatial[-1]
-        if r not in TILES or min(out_channels, in_channels) < min_channels:
-            return None
-        ones = [1] * (rank - 2)
-        if (_ints(node, "strides") or ones) != ones or _int(node, "group", 1) != 1:
+        k = spatial[-1]
+        if min(first, second) < min_channels or _int(node, "group", 1) != 1:
             return None
         auto_pad = node.attribute("auto_pad")
         if auto_pad is not None and auto_pad.s not in (b"", b"NOTSET"):
             return None
-        dilations = _ints(node, "dilations") or [1] * (rank - 2)
+        ones = [1] * (rank - 2)
+        dilations = _ints(node, "dilations") or ones
+        strides = _ints(node, "strides") or ones
         pads = _ints(node, "pads") or [0] * (2 * (rank - 2))
-        if rank == 4 and (dilations[0] != 1 or pads[0] != 0 or pads[2] != 0):
+        if rank == 4 and (dilations[0] != 1 or strides[0] != 1 or pads[0] != 0 or pads[2] != 0):
             return None
-        d, left, right = dilations[-1], pads[rank - 3], pads[-1]
+        axis = _SampleAxis(rank, dilations[-1], strides[-1], pads[rank - 3], pads[-1])
+        weight = np.frombuffer(data, dtype="<f4").reshape(first, second, k)
+        if node.op_type == "Conv":
+            return cls._conv(node, weight, axis)
+        return cls._transposed(node, weight, axis)
+
+    @classmethod
+    def _conv(cls, node: Node, weight: NDArray[np.float32], axis: _SampleAxis) -> _Conv | None:
+        rank, d, s, left, right = axis
+        r = weight.shape[-1]
         shorter = d * (r - 1) - left - right
-        if shorter < 0 or left < 0 or right < 0:
+        if r not in TILES or s != 1 or shorter < 0 or left < 0 or right < 0:
             return None  # none whose output is longer than its input
         if left % d:
             return None  # the padding is whole rows of d samples
-        weight = np.frombuffer(data, dtype="<f4").reshape(out_channels, in_channels, r)
-        return cls(node, weight, rank, d, left, shorter)
+        return cls(node, weight, rank, d, left, 0, 1, weight.shape[0], 0, -shorter)
+
+    @classmethod
+    def _transposed(
+        cls, node: Node, weight: NDArray[np.float32], axis: _SampleAxis
+    ) -> _Conv | None:
+        """A ConvTranspose of stride s and kernel k = r s: output row u (s samples, one a
+        phase p) is the correlation of input rows u - r + 1 .. u with the taps W[p + s j] of
+        its phase, in reverse; its (T + r - 1) s samples less the pads."""
+        rank, d, s, left, right = axis
+        in_channels, out_channels, k = weight.shape
+        if d != 1 or k % s or k // s not in TILES or left < 0 or right < 0:
+            return None
+        if left + right >= k or node.attribute("output_padding") or node.attribute("output_shape"):
+            return None
+        r = k // s
+        # W[C, O, s j + p] -> [p, O, C, r - 1 - j]: phase p's taps, reversed, a correlation's
+        taps = weight.reshape(in_channels, out_channels, r, s)[:, :, ::-1, :]
+        correlation = np.ascontiguousarray(taps.transpose(3, 1, 0, 2)).reshape(
+            s * out_channels, in_channels, r
+        )
+        return cls(
+            node, correlation, rank, 1, r - 1, r - 1, s, out_channels, left, s * (r - 1) - right
+        )
 
     def write(self, nodes: NewNodes, edit: GraphEdit) -> None:
         """The nodes that compute the convolution's output (under its own output name), with
         the samples on rows and the channels along them, so that every step is one threaded
         convolution or product and the tiles' outputs are placed a row of channels at a time
         (module docstring)."""
-        out_channels, in_channels, r = self.weight.shape
+        row_channels, in_channels, r = self.weight.shape
+        out_channels = self.out_channels
         m, f = tile_transforms(r)
         n, window, d = f.output.shape[1], m + r - 1, self.dilation
         products = np.einsum("lk,ock->lco", f.kernel, self.weight.astype(np.float64))
@@ -312,7 +371,7 @@ class _Conv:
             x = nodes.add("Pad", [x, pads])
         # [N, 1, rows, d C]: tile q reads rows q m - lead .. q m - lead + window - 1 (each d
         # samples of every channel); padded so that the last tile is the last that holds an
-        # output row. -> V [N, n, Q, d C]
+        # output row (a ConvTranspose's r - 1 beyond the input's). -> V [N, n, Q, d C]
         grid = nodes.add("Reshape", [x, ints([0, 1, -1, d * in_channels])])
         lead = self.left_pad // d
         v = nodes.add(
@@ -320,22 +379,25 @@ class _Conv:
             [grid, bt],
             wire.ints_attribute("kernel_shape", [window, 1]),
             wire.ints_attribute("strides", [m, 1]),
-            wire.ints_attribute("pads", [lead, 0, window - 1 - lead, 0]),
+            wire.ints_attribute("pads", [lead, 0, window - 1 - lead + self.extra_rows, 0]),
         )
-        # The products [N, n, Q d, O], then y = AT M: [N, m, Q, d, O], the tiles' m rows put
-        # in sample order by a Transpose that moves rows of O channels.
+        # The products [N, n, Q d, O'], then y = AT M: [N, m, Q, d, O'], the tiles' m rows put
+        # in sample order by a Transpose that moves rows of O' channels (O' = s O: a row is s
+        # samples).
         v = nodes.add("Reshape", [v, ints([0, n, -1, in_channels])])
         product = nodes.add("MatMul", [v, u])
         product = nodes.add("Reshape", [product, ints([0, n, -1])])
         audio = nodes.add("MatMul", [at, product])
-        audio = nodes.add("Reshape", [audio, ints([0, m, -1, d, out_channels])])
+        audio = nodes.add("Reshape", [audio, ints([0, m, -1, d, row_channels])])
         audio = nodes.add("Transpose", [audio], _perm([0, 2, 1, 3, 4]))
         sample_axis = self.rank - 2
         samples = [0, 1, -1, out_channels] if self.rank == 4 else [0, -1, out_channels]
         audio = nodes.add("Reshape", [audio, ints(samples)])
-        # Hayakoe's exporter pads in a Pad of its own: its convolutions' outputs are shorter.
-        end = nodes.add("Sub", [length, ints([self.shorter])]) if self.shorter else length
-        audio = nodes.add("Slice", [audio, ints([0]), end, ints([sample_axis])])
+        # The samples kept: as many as the input's (a Conv padded to its length), fewer (hayakoe's
+        # exporter pads in a Pad of its own), or a ConvTranspose's s T + s (r - 1) less its pads.
+        end = nodes.add("Mul", [length, ints([self.samples])]) if self.samples > 1 else length
+        end = nodes.add("Add", [end, ints([self.end])]) if self.end else end
+        audio = nodes.add("Slice", [audio, ints([self.start]), end, ints([sample_axis])])
         bias = self.node.inputs[2] if len(self.node.inputs) > 2 and self.node.inputs[2] else None
         last = [] if bias is not None else [name]
         audio = nodes.add("Transpose", [audio], _perm(_channels_first(self.rank)), outputs=last)

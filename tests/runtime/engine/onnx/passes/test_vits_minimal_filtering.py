@@ -1,8 +1,8 @@
 """Minimal filtering of a voice's wide convolutions (vits_minimal_filtering.py): the transforms
-are Winograd's F(m, r) exactly, the rewritten graph gives the convolutions' outputs for every
-length (hayakoe's separately padded ones too), only wide convolutions after the durations are
-rewritten, nothing where onnxruntime has blocked kernels, and a trained voice (Piper's)
-prepared as on a Raspberry Pi speaks the published samples within 1 LSB."""
+are Winograd's F(m, r) exactly, the rewritten graph gives the convolutions' and the upsamplings'
+outputs for every length (hayakoe's separately padded ones too), only wide convolutions after the
+durations are rewritten, nothing where onnxruntime has blocked kernels, and a trained voice
+(Piper's) prepared as on a Raspberry Pi speaks the published samples within 1 LSB."""
 
 from __future__ import annotations
 
@@ -155,6 +155,58 @@ def test_a_stage_of_resblocks_keeps_its_samples_on_rows(rank: int) -> None:
         (got,) = run(rewritten, feeds)
         assert got.shape == expected.shape
         assert np.abs(got - expected).max() <= 1e-5 * np.abs(expected).max()
+
+
+def _upsamplings(rank: int, layers: list[tuple[int, int, int, bool]]) -> bytes:
+    """A ConvTranspose (kernel, stride, pads either side, bias) and a LeakyRelu per layer,
+    ``WIDE`` channels in and out, [N, C, T] or [N, C, 1, T]."""
+    rng = np.random.default_rng(13)
+    b = ModelBuilder()
+    unit, no_pad = ([1], [0]) if rank == 4 else ([], [])
+    x = b.input("x", [1, WIDE, *unit, "T"])
+    for index, (kernel, stride, pad, bias) in enumerate(layers):
+        w = rng.standard_normal((WIDE, WIDE, *unit, kernel)) / np.sqrt(WIDE * kernel / stride)
+        inputs = [x, b.weight(f"w{index}", w.astype(np.float32))]
+        if bias:
+            inputs.append(
+                b.weight(f"b{index}", (rng.standard_normal(WIDE) / 10).astype(np.float32))
+            )
+        attributes = [
+            wire.ints_attribute("kernel_shape", [*unit, kernel]),
+            wire.ints_attribute("strides", [*unit, stride]),
+            wire.ints_attribute("pads", [*no_pad, pad, *no_pad, pad]),
+        ]
+        x = b.node("ConvTranspose", inputs, f"up{index}", *attributes)
+        x = b.node("LeakyRelu", [x], f"act{index}")
+    b.output(x, [1, WIDE, *unit, "T2"])
+    return b.encode()
+
+
+@pytest.mark.parametrize("rank", [3, 4])
+def test_upsamplings_give_their_outputs_for_every_length(rank: int) -> None:
+    """The decoder's ConvTransposes (kernel 16 stride 8, kernel 8 stride 2, with their pads) and
+    Piper's (kernel 4 stride 2), and one without pads: each a correlation of kernel 2 or 4 whose
+    rows are its stride's samples; none left to Col2im; outputs for every length."""
+    model = _upsamplings(
+        rank, [(16, 8, 4, True), (8, 2, 3, False), (4, 2, 1, True), (4, 2, 0, True)]
+    )
+    rewritten = _rewritten(model)
+    points = {r: mf.tile_transforms(r)[1].output.shape[1] for r in (2, 4)}
+    assert _products_batches(rewritten) == [points[2], points[4], points[2], points[2]]
+    assert "ConvTranspose" not in [node.op_type for node in nodes_of(rewritten)]
+    for frames in (1, 2, 7, 40):
+        feeds = upsampling_feeds(model, frames)
+        (expected,) = run(model, feeds)
+        (got,) = run(rewritten, feeds)
+        assert got.shape == expected.shape
+        assert np.abs(got - expected).max() <= 1e-5 * np.abs(expected).max()
+
+
+def test_upsamplings_without_a_tile_stay_as_they_are() -> None:
+    """A kernel that is its stride (one tap a phase: nothing to save), and one that is not a
+    multiple of its stride (phases of unequal taps), stay ConvTransposes."""
+    for layer in ((2, 2, 0, True), (3, 2, 1, True)):
+        assert mf.minimal_filtering(memoryview(_upsamplings(3, [layer]))) is None
 
 
 def test_feed_forward_convolutions_padded_by_a_pad_of_their_own() -> None:

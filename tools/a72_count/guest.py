@@ -216,14 +216,12 @@ class YomiageInParts(Yomiage):
             if split is None or cut is None:
                 raise SystemExit(f"{source}: no split synthesizer to count in parts")
             halves = {}
-            decoder = wire.Graph.parse(
-                wire.as_message(wire.model_graph(memoryview(b"".join(cut.decoder.parts)))[1].value)
-            )
-            for kind, chunks, labels in (
-                (GraphKind.FRONT, cut.front, front_labels),
-                (GraphKind.DECODER, cut.decoder, decoder_labels(decoder)),
-            ):
+            for kind, chunks in ((GraphKind.FRONT, cut.front), (GraphKind.DECODER, cut.decoder)):
                 published = b"".join(bytes(part) for part in chunks.parts)
+                labels = front_labels
+                if kind is GraphKind.DECODER:  # its parts follow the published upsamplings
+                    graph_field = wire.model_graph(memoryview(published))[1]
+                    labels = decoder_labels(wire.Graph.parse(wire.as_message(graph_field.value)))
                 graph = prepared_in_memory(published, kind, machine)
                 halves[kind] = InParts(graph, labels, factory)
             with graphs._lock:

@@ -153,8 +153,7 @@ def graph_weights(graph: Path) -> dict[str, list[int]]:
     out a weight onnxruntime pre-packed (and released), so it is read from the graph itself."""
     from yomiage_engine.onnx import wire  # the engine's reader: no onnx package at run time
 
-    _, graph_field = wire.model_graph(wire.mapped(graph))
-    parsed = wire.Graph.parse(wire.as_message(graph_field.value))
+    parsed = wire.read_graph(wire.mapped(graph))
     found: dict[str, list[int]] = {}
     for node in parsed.nodes.values():
         weight = parsed.initializers.get(node.inputs[1]) if len(node.inputs) > 1 else None

@@ -30,8 +30,7 @@ def main() -> None:
         frames = max(value.shape[-1] for value in feeds.values())
         feeds[SPAN_INPUT] = np.array([0, frames], dtype=np.int64)
     (output,) = session.run(None, feeds)
-    parsed = wire.Graph.parse(wire.as_message(wire.model_graph(memoryview(graph))[1].value))
-    ops = [node.op_type for node in parsed.nodes.values()]
+    ops = [node.op_type for node in wire.read_graph(memoryview(graph)).nodes.values()]
     out = io.BytesIO()
     np.savez(out, output=output, ops=np.array(json.dumps(ops)))
     sys.stdout.buffer.write(out.getvalue())

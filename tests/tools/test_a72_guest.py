@@ -50,7 +50,7 @@ def _stage(frame_rate: int, width: int, up_kernel: int) -> bytes:
 
 
 def _graph(model: bytes) -> wire.Graph:
-    return wire.Graph.parse(wire.as_message(wire.model_graph(memoryview(model))[1].value))
+    return wire.read_graph(memoryview(model))
 
 
 @pytest.mark.parametrize("up_kernel", [2, 4], ids=["upsampling as published", "rewritten"])

@@ -220,8 +220,7 @@ class YomiageInParts(Yomiage):
                 published = b"".join(bytes(part) for part in chunks.parts)
                 labels = front_labels
                 if kind is GraphKind.DECODER:  # its parts follow the published upsamplings
-                    graph_field = wire.model_graph(memoryview(published))[1]
-                    labels = decoder_labels(wire.Graph.parse(wire.as_message(graph_field.value)))
+                    labels = decoder_labels(wire.read_graph(memoryview(published)))
                 graph = prepared_in_memory(published, kind, machine)
                 halves[kind] = InParts(graph, labels, factory)
             with graphs._lock:

@@ -80,8 +80,7 @@ def blocked_kernel_block() -> int:
         except Exception as err:  # onnxruntime's own exception types; only a speed hint is lost
             _LOGGER.debug("Blocked-kernel probe failed: %s", err)
             return 0
-    _, graph_field = wire.model_graph(saved)
-    optimised = wire.Graph.parse(wire.as_message(graph_field.value))
+    optimised = wire.read_graph(saved)
     blocked = (
         optimised.initializers.get(node.inputs[1])
         for node in optimised.nodes.values()

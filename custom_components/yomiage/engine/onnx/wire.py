@@ -332,6 +332,11 @@ def model_graph(model: memoryview) -> tuple[list[Field], Field]:
     return model_fields, graph_field
 
 
+def read_graph(model: memoryview) -> Graph:
+    """A ModelProto's graph, parsed (where its other fields are not written back)."""
+    return Graph.parse(as_message(model_graph(model)[1].value))
+
+
 # -- the few ONNX messages the graph code reads -------------------------------------------------
 @dataclass(frozen=True)
 class Attribute:

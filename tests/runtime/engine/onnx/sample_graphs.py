@@ -139,8 +139,7 @@ def residual_feeds(frames: int) -> dict[str, NDArray[np.float32]]:
 
 
 def graph_of(model: bytes | memoryview) -> wire.Graph:
-    _, graph = wire.model_graph(memoryview(model))
-    return wire.Graph.parse(wire.as_message(graph.value))
+    return wire.read_graph(memoryview(model))
 
 
 def nodes_of(model: bytes) -> list[wire.Node]:

@@ -33,8 +33,7 @@ def run(model: bytes, **feeds: np.ndarray) -> list[np.ndarray]:
 
 
 def parsed(model: bytes) -> wire.Graph:
-    _, graph_field = wire.model_graph(memoryview(model))
-    return wire.Graph.parse(wire.as_message(graph_field.value))
+    return wire.read_graph(memoryview(model))
 
 
 def doubled_plus_one() -> ModelBuilder:

@@ -304,10 +304,9 @@ def test_weights_moved_apart_start_on_pages_and_compute_the_same(tmp_path: Path)
     places = apart(target)
     assert sorted(places) == ["w0", "w1", "wt"]
     data = (tmp_path / "apart.bin").read_bytes()
-    _, graph = wire.model_graph(wire.mapped(source))
     originals = {
         tensor.name: wire.raw_data(tensor, wire.TENSOR_FLOAT)
-        for tensor in wire.Graph.parse(wire.as_message(graph.value)).initializers.values()
+        for tensor in wire.read_graph(wire.mapped(source)).initializers.values()
     }
     for name, (offset, length) in places.items():
         assert offset % mmap.PAGESIZE == 0

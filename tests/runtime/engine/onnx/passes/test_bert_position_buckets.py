@@ -75,9 +75,7 @@ def sliced(model: bytes) -> bytes:
 
 
 def initializer_dims(model: bytes) -> list[list[int]]:
-    _, graph = wire.model_graph(memoryview(model))
-    parsed = wire.Graph.parse(wire.as_message(graph.value))
-    return [tensor.dims for tensor in parsed.initializers.values()]
+    return [tensor.dims for tensor in wire.read_graph(memoryview(model)).initializers.values()]
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from custom_components.yomiage.engine.onnx import wire
 from custom_components.yomiage.engine.onnx.graph_edit import GraphEdit, is_zero_pad
 
 from .onnx_build import ModelBuilder, tensor
+from .sample_graphs import graph_of
 
 
 def edit_of(builder: ModelBuilder) -> tuple[GraphEdit, list[wire.Field], wire.Field]:
@@ -32,10 +33,6 @@ def run(model: bytes, **feeds: np.ndarray) -> list[np.ndarray]:
     return list(session.run(None, feeds))
 
 
-def parsed(model: bytes) -> wire.Graph:
-    return wire.read_graph(memoryview(model))
-
-
 def doubled_plus_one() -> ModelBuilder:
     """y = x * 2 + 1, with an initializer nothing reads."""
     builder = ModelBuilder()
@@ -52,7 +49,7 @@ def doubled_plus_one() -> ModelBuilder:
 def test_an_edit_that_changes_nothing_keeps_the_graph_but_what_nothing_reads() -> None:
     edit, model_fields, graph_field = edit_of(doubled_plus_one())
     model = encoded(edit, model_fields, graph_field)
-    graph = parsed(model)
+    graph = graph_of(model)
     assert [node.op_type for node in graph.nodes.values()] == ["Mul", "Add"]
     assert set(graph.initializers) == {"two", "one"}  # "unused" pruned
     (y,) = run(model, x=np.array([1, 2, 3], np.float32))
@@ -73,7 +70,7 @@ def test_new_nodes_are_named_under_the_scope_and_constants_pooled() -> None:
     assert (first, second) == ("yomiage/test/cast", "yomiage/test/cast_2")
     assert edit.ints([1, 2, 3], dims=[3, 1]) == "yomiage/test/int_1_2_3_2"  # another shape
     model = encoded(edit, model_fields, graph_field)
-    graph = parsed(model)
+    graph = graph_of(model)
     assert "yomiage/test/int_1_2_3" in graph.initializers
     assert "yomiage/test/int_1_2_3_2" not in graph.initializers  # made, but nothing reads it
     assert {node.name for node in graph.nodes.values()} >= {"yomiage/test/Cast"}
@@ -90,7 +87,7 @@ def test_nodes_are_written_in_dependency_order() -> None:
     nodes.add("Neg", ["y"], outputs=["negated"])
     edit.insert_before(0, nodes)  # before the Mul, though it reads the Add's output
     edit.rename("doubled", "doubled")  # a no-op rename changes nothing
-    graph = parsed(encoded(edit, model_fields, graph_field))
+    graph = graph_of(encoded(edit, model_fields, graph_field))
     assert [node.op_type for node in graph.nodes.values()] == ["Mul", "Add", "Neg"]
 
 
@@ -101,7 +98,7 @@ def test_renamed_inputs_dropped_and_replaced_nodes() -> None:
     edit.rename("doubled", "x")
     assert edit.renamed("doubled") == "x"
     model = encoded(edit, model_fields, graph_field)
-    assert set(parsed(model).initializers) == {"one"}  # "two" no longer read
+    assert set(graph_of(model).initializers) == {"one"}  # "two" no longer read
     (y,) = run(model, x=np.array([1, 2, 3], np.float32))
     assert y.tolist() == [2.0, 3.0, 4.0]
     edit, model_fields, graph_field = edit_of(doubled_plus_one())
@@ -116,14 +113,14 @@ def test_a_cut_keeps_what_its_nodes_read_and_declares_its_new_ends() -> None:
     edit, model_fields, graph_field = edit_of(doubled_plus_one())
     edit.keep_only({0}, outputs=["doubled"])
     model = encoded(edit, model_fields, graph_field)
-    graph = parsed(model)
+    graph = graph_of(model)
     assert set(graph.initializers) == {"two"} and set(graph.outputs) == {"doubled"}
     (doubled,) = run(model, x=np.array([1, 2, 3], np.float32))
     assert doubled.tolist() == [2.0, 4.0, 6.0]
     edit, model_fields, graph_field = edit_of(doubled_plus_one())
     edit.keep_only({1}, inputs=["doubled"])
     model = encoded(edit, model_fields, graph_field)
-    assert set(parsed(model).inputs) == {"doubled"}
+    assert set(graph_of(model).inputs) == {"doubled"}
     (y,) = run(model, doubled=np.array([1, 2, 3], np.float32))
     assert y.tolist() == [2.0, 3.0, 4.0]
 
